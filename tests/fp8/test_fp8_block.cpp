@@ -312,6 +312,81 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
     }
 }
 
+// Every bfloat16 value widened to float32 with four patterns of the 16 bits below it (0, 1,
+// 0x8000, 0xFFFF: with bfloat16's low mantissa bits, exact ties of E4M3's rounding and values just
+// either side), cast under power-of-2 and float32 scales across the exponent range (the AVX2
+// float32 bodies' integer codes, and the float32 lanes for tiles holding a subnormal or flushed
+// code, an inf or a NaN) gives the scalar level's codes, scales and statistics, as 1x128 tiles,
+// 128x128 blocks and x^T's 1x128 tiles. Each tile holds an anchor, its largest magnitude (among
+// them values at 448 once scaled), then values of both signs no larger, every one in turn.
+TEST(Fp8Block, F32TilesUnderEachScaleAreTheScalarCastOfEveryValue) {
+  std::vector<uint32_t> anchors;
+  for (const int k : {-149, -133, -127, -126, -100, -10, -7, -6, -1, 0, 3, 8, 9, 60, 100, 127})
+    for (const uint32_t mant : {0x00u, 0x40u, 0x60u, 0x7Fu}) {
+      const uint32_t a = k < -126 ? 1u << (k + 149)  // subnormal
+                                  : (static_cast<uint32_t>(k + 127) << 23) | (mant << 16);
+      anchors.push_back(a);
+    }
+  anchors.push_back(0x7F800000u);  // inf (and NaNs among its values): the float32 lanes
+  constexpr std::array<uint32_t, 4> kLow = {0x0000u, 0x0001u, 0x8000u, 0xFFFFu};
+  std::vector<uint32_t> bits;
+  for (const uint32_t a : anchors) {
+    int64_t placed = 0;
+    for (uint32_t p = 0; p <= 0xFFFF; ++p) {
+      if (((p & 0x7FFF) << 16) > a || (p & 0x7FFF) > 0x7F80) continue;
+      for (const uint32_t low : kLow) {
+        const uint32_t v = (p << 16) | low;
+        if ((v & 0x7FFFFFFFu) > a) continue;
+        if (placed % 127 == 0) bits.push_back(placed % 2 ? a | 0x80000000u : a);
+        bits.push_back(v);
+        ++placed;
+      }
+    }
+    while (placed % 127 != 0) {
+      bits.push_back(0);
+      ++placed;
+    }
+  }
+  const int64_t cols = 128 * 8, rows = static_cast<int64_t>(bits.size()) / cols + 1;
+  bits.resize(static_cast<size_t>(rows * cols), 0x3F800000u);
+  for (const int kind : {0, 1, 2})  // 1x128, 128x128, 1x128 of x^T
+    for (const bool power_2 : {true, false}) {
+      const int64_t n_inv = kind == 1   ? kf::block_count(rows) * kf::block_count(cols)
+                            : kind == 2 ? cols * kf::block_count(rows)
+                                        : rows * kf::block_count(cols);
+      const auto cast = [&](std::vector<uint8_t>& codes, std::vector<float>& inv, SimdLevel level) {
+        codes.assign(bits.size(), 0);
+        inv.assign(static_cast<size_t>(n_inv), 0.0f);
+        if (kind == 2)
+          return kf::quantize_1x128_transposed(bits.data(), kFloat32, rows, cols, codes.data(),
+                                               inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
+        return kind == 1
+                   ? kf::quantize_128x128(bits.data(), kFloat32, rows, cols, cols, codes.data(),
+                                          inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level)
+                   : kf::quantize_1x128(bits.data(), kFloat32, rows, cols, cols, codes.data(),
+                                        inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
+      };
+      std::vector<uint8_t> want_codes, got_codes;
+      std::vector<float> want_inv, got_inv;
+      const kf::BlockCastStats want = cast(want_codes, want_inv, SimdLevel::kScalar);
+      EXPECT_GT(want.flushed, 0);
+      for (SimdLevel level : simd_levels_here()) {
+        SCOPED_TRACE(std::string(simd_level_name(level)) + " kind " + std::to_string(kind) +
+                     (power_2 ? " power-2" : " fp32"));
+        const kf::BlockCastStats got = cast(got_codes, got_inv, level);
+        for (size_t i = 0; i < bits.size(); ++i) {
+          const size_t src = kind == 2 ? static_cast<size_t>((i % rows) * cols + i / rows) : i;
+          ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[src];
+        }
+        EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
+        EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+        EXPECT_EQ(got.saturated, want.saturated);
+        EXPECT_EQ(got.flushed, want.flushed);
+        EXPECT_EQ(got.peak, want.peak);
+      }
+    }
+}
+
 // Wide matrices at every SIMD level give the scalar level's codes, scales and statistics for
 // every source dtype: 1x128 tiles in batches cut at a row's end (19 full tiles and a short one)
 // and 128x128 blocks in groups of blocks side by side (two full groups of bfloat16 blocks, a

@@ -132,11 +132,25 @@ CastFn cast_body(SimdLevel level) {
   return detail::scaled_cast_scalar;
 }
 
-// Whether the AVX2 casts of bfloat16 to E4M3 (detail::block_tiles_bf16_e4m3_avx2,
-// detail::block_128x128_bf16_e4m3_avx2) take the full tiles and blocks.
-bool bf16_e4m3_tiles(DType src_dtype, DType fp8, SimdLevel level) {
-  return src_dtype == kBFloat16 && fp8 == kFloat8_e4m3fn &&
+// Whether the AVX2 casts of bfloat16 or float32 to E4M3 (detail::block_tiles_*_e4m3_avx2,
+// detail::blocks_128x128_*_e4m3_avx2) take the full tiles and blocks.
+bool e4m3_tiles(DType src_dtype, DType fp8, SimdLevel level) {
+  return (src_dtype == kBFloat16 || src_dtype == kFloat32) && fp8 == kFloat8_e4m3fn &&
          std::min(level, simd_level()) >= SimdLevel::kAvx2;
+}
+
+// count full 1x128 tiles through the AVX2 tile cast of src_dtype (bfloat16 or float32); tile i's
+// values at element i * src_step of src.
+void e4m3_tiles_avx2(const void* src, DType src_dtype, int64_t src_step, int64_t count,
+                     uint8_t* dst, int64_t dst_step, float* scale_inv, int64_t inv_step,
+                     float for_inf, bool power_2, float epsilon, BlockCastStats& st) {
+  if (src_dtype == kFloat32)
+    detail::block_tiles_f32_e4m3_avx2(static_cast<const float*>(src), src_step, count, dst,
+                                      dst_step, scale_inv, inv_step, for_inf, power_2, epsilon, st);
+  else
+    detail::block_tiles_bf16_e4m3_avx2(static_cast<const uint16_t*>(src), src_step, count, dst,
+                                       dst_step, scale_inv, inv_step, for_inf, power_2, epsilon,
+                                       st);
 }
 
 }  // namespace
@@ -154,8 +168,8 @@ BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, in
   const CastFn body = cast_body(level);
   const int64_t tiles = block_count(cols);
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
-  // Full tiles of bfloat16 to E4M3 go through the AVX2 tile cast, a row's in one call.
-  const int64_t fast = bf16_e4m3_tiles(src_dtype, fp8, level) ? cols / kBlockLen : 0;
+  // Full tiles of bfloat16 or float32 to E4M3 go through the AVX2 tile cast, a row's in one call.
+  const int64_t fast = e4m3_tiles(src_dtype, fp8, level) ? cols / kBlockLen : 0;
   float amax = 0.0f;
   double peak = 0.0;
   int64_t saturated = 0, flushed = 0;
@@ -163,9 +177,8 @@ BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, in
   for (int64_t r = 0; r < rows; ++r) {
     if (fast > 0) {
       BlockCastStats st;
-      detail::block_tiles_bf16_e4m3_avx2(static_cast<const uint16_t*>(src) + r * ld, kBlockLen,
-                                         fast, codes + r * cols, kBlockLen, scale_inv + r * tiles,
-                                         1, for_inf, power_2, epsilon, st);
+      e4m3_tiles_avx2(at(src, src_dtype, r * ld), src_dtype, kBlockLen, fast, codes + r * cols,
+                      kBlockLen, scale_inv + r * tiles, 1, for_inf, power_2, epsilon, st);
       amax = std::max(amax, st.amax);
       peak = std::max(peak, st.peak);
       saturated += st.saturated;
@@ -201,8 +214,9 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
   // bfloat16 to E4M3: the full bands of 128 rows over the first multiple of 16 columns go
   // through the AVX2 band cast, a band's columns in chunks of kBandChunk (the threads' unit).
-  const bool fast = bf16_e4m3_tiles(src_dtype, fp8, level);
-  const int64_t bands = fast ? rows / kBlockLen : 0;
+  // Full tiles of the buffer below (float32 to E4M3) go through the AVX2 tile cast.
+  const bool fast = e4m3_tiles(src_dtype, fp8, level);
+  const int64_t bands = fast && src_dtype == kBFloat16 ? rows / kBlockLen : 0;
   const int64_t fast_cols = bands > 0 ? cols / 16 * 16 : 0;
   constexpr int64_t kBandChunk = 512;
   const int64_t chunks = (fast_cols + kBandChunk - 1) / kBandChunk;
@@ -239,9 +253,8 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
                                       kBlockLen, rows - r0 - len);
       if (fast && len == kBlockLen) {  // the buffer's cn full tiles through the AVX2 tile cast
         BlockCastStats st;
-        detail::block_tiles_bf16_e4m3_avx2(reinterpret_cast<const uint16_t*>(buf), kBlockLen, cn,
-                                           codes + c0 * rows + r0, rows, scale_inv + c0 * tiles + t,
-                                           tiles, for_inf, power_2, epsilon, st);
+        e4m3_tiles_avx2(buf, src_dtype, kBlockLen, cn, codes + c0 * rows + r0, rows,
+                        scale_inv + c0 * tiles + t, tiles, for_inf, power_2, epsilon, st);
         amax = std::max(amax, st.amax);
         peak = std::max(peak, st.peak);
         saturated += st.saturated;
@@ -271,8 +284,8 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
   const CastFn body = cast_body(level);
   const int64_t block_rows = block_count(rows), block_cols = block_count(cols);
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
-  // Blocks 128 columns wide of bfloat16 to E4M3 go through the AVX2 block cast.
-  const bool fast = bf16_e4m3_tiles(src_dtype, fp8, level);
+  // Blocks 128 columns wide of bfloat16 or float32 to E4M3 go through the AVX2 group casts.
+  const bool fast = e4m3_tiles(src_dtype, fp8, level);
   // Blocks are taken a group side by side (kBlockGroupBytes of each row): the amax pass and
   // then the cast read each of the group's rows in memory order, the second time from L2, where
   // a block at a time would read 128 short runs far apart.
@@ -286,21 +299,28 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t r0 = bi * kBlockLen, rn = std::min(kBlockLen, rows - r0);
       const int64_t bj0 = g * group, bj1 = std::min(block_cols, bj0 + group);
-      // Full-width blocks of bfloat16 to E4M3: the AVX2 group cast.
+      // Full-width blocks of bfloat16 or float32 to E4M3: the AVX2 group cast.
       const int64_t full = fast ? std::min(bj1, cols / kBlockLen) - bj0 : 0;
       if (full > 0) {
         // The group after this one in the loop's order (the next thread's, at a share's end),
         // its rows no further than this one's.
         const int64_t nr0 = g + 1 < groups ? r0 : r0 + kBlockLen;
         const int64_t nc0 = g + 1 < groups ? bj1 * kBlockLen : 0;
-        const uint16_t* next =
-            nr0 + rn <= rows ? static_cast<const uint16_t*>(src) + nr0 * ld + nc0 : nullptr;
-        const int64_t next_bytes = 2 * std::min(group * kBlockLen, cols - nc0);
+        const void* next = nr0 + rn <= rows ? at(src, src_dtype, nr0 * ld + nc0) : nullptr;
+        const int64_t next_bytes =
+            static_cast<int64_t>(src_dtype.itemsize()) * std::min(group * kBlockLen, cols - nc0);
+        const void* group_src = at(src, src_dtype, r0 * ld + bj0 * kBlockLen);
+        uint8_t* group_codes = codes + r0 * cols + bj0 * kBlockLen;
+        float* group_inv = scale_inv + bi * block_cols + bj0;
         BlockCastStats st;
-        detail::blocks_128x128_bf16_e4m3_avx2(
-            static_cast<const uint16_t*>(src) + r0 * ld + bj0 * kBlockLen, ld, rn, full,
-            codes + r0 * cols + bj0 * kBlockLen, cols, scale_inv + bi * block_cols + bj0, for_inf,
-            power_2, epsilon, next, next_bytes, st);
+        if (src_dtype == kFloat32)
+          detail::blocks_128x128_f32_e4m3_avx2(
+              static_cast<const float*>(group_src), ld, rn, full, group_codes, cols, group_inv,
+              for_inf, power_2, epsilon, static_cast<const float*>(next), next_bytes, st);
+        else
+          detail::blocks_128x128_bf16_e4m3_avx2(
+              static_cast<const uint16_t*>(group_src), ld, rn, full, group_codes, cols, group_inv,
+              for_inf, power_2, epsilon, static_cast<const uint16_t*>(next), next_bytes, st);
         amax = std::max(amax, st.amax);
         peak = std::max(peak, st.peak);
         saturated += st.saturated;

@@ -121,6 +121,16 @@ void blocks_128x128_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows
                                    uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                    bool power_2, float epsilon, const uint16_t* next,
                                    int64_t next_bytes, BlockCastStats& st);
+// The float32 counterparts of block_tiles_bf16_e4m3_avx2 and blocks_128x128_bf16_e4m3_avx2
+// (fp8_block_f32_avx2.cpp), with the same arguments; a group holds at most
+// kBlockGroupBytes / 512 blocks.
+void block_tiles_f32_e4m3_avx2(const float* src, int64_t src_step, int64_t count, uint8_t* dst,
+                               int64_t dst_step, float* scale_inv, int64_t inv_step, float for_inf,
+                               bool power_2, float epsilon, BlockCastStats& st);
+void blocks_128x128_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, int64_t count,
+                                  uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
+                                  bool power_2, float epsilon, const float* next,
+                                  int64_t next_bytes, BlockCastStats& st);
 }  // namespace detail
 
 // One operand of the block-scaled product, seen as the matrix V (rows R, the product's K
