@@ -11,13 +11,21 @@
 
 namespace mantissa::fp8 {
 
-float tensor_amax(const Tensor& x) {
+namespace {
+// x as the current recipe's amax pass and cast read it.
+Tensor checked_source(const Tensor& x) {
   MANTISSA_CHECK(!x.is_cuda(), "fp8 current scaling",
                  "the current recipe casts CPU tensors only; got a tensor on {}", x.device().str());
-  const Tensor c = x.detach().contiguous();
+  Tensor c = x.detach().contiguous();
   MANTISSA_CHECK(c.dtype() == kFloat32 || c.dtype() == kBFloat16 || c.dtype() == kFloat16,
                  "fp8 current scaling", "expected a float32, bfloat16 or float16 tensor, got {}",
                  c.dtype().name());
+  return c;
+}
+}  // namespace
+
+float tensor_amax(const Tensor& x) {
+  const Tensor c = checked_source(x);
   return kernels::fp8::amax(c.data_ptr(), c.dtype(), c.numel()).amax;
 }
 
@@ -37,13 +45,32 @@ float current_scale_for(float amax, DType fp8, const Recipe& recipe) {
 
 Fp8Tensor quantize_current(const Tensor& x, DType fp8, ScalingState& state, int slot,
                            const Recipe& recipe, bool widen) {
-  float amax = tensor_amax(x);
+  if (widen && gemm_widens_codes()) {
+    float amax = tensor_amax(x);
+    reduce_amaxes_across_ranks(&amax, 1);
+    const float scale = current_scale_for(amax, fp8, recipe);
+    QuantizeResult r = quantize(x, fp8, scale, widen);
+    state.set_last_cast(slot, amax, scale);
+    state.add_counts(slot, r.counts);
+    return r.q;
+  }
+  // quantize() that hands the cast this amax pass's result, which it need not take again.
+  const Tensor src = checked_source(x);
+  MANTISSA_CHECK(fp8.is_float8(), "fp8 quantize", "expected an FP8 dtype, got {}", fp8.name());
+  const kernels::fp8::Amax local = kernels::fp8::amax(src.data_ptr(), src.dtype(), src.numel());
+  float amax = local.amax;
   reduce_amaxes_across_ranks(&amax, 1);
   const float scale = current_scale_for(amax, fp8, recipe);
-  QuantizeResult r = quantize(x, fp8, scale, widen);
+  Fp8Tensor q;
+  q.data = empty(src.shape(), fp8);
+  q.scale_inv = 1.0f / scale;
+  const kernels::fp8::CastStats st = kernels::fp8::scaled_cast_after_amax(
+      src.data_ptr(), src.dtype(), static_cast<uint8_t*>(q.data.data_ptr()), src.numel(), scale,
+      fp8, local);
   state.set_last_cast(slot, amax, scale);
-  state.add_counts(slot, r.counts);
-  return r.q;
+  state.add_counts(slot, {src.numel(), st.saturated, st.flushed,
+                          static_cast<double>(st.amax) * scale / fp8_max(fp8)});
+  return q;
 }
 
 }  // namespace mantissa::fp8

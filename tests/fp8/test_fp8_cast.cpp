@@ -514,6 +514,147 @@ TEST(Fp8CastKernel, SweepOfBitPatternsEqualsScalarAtEveryLevel) {
   }
 }
 
+// The largest finite bfloat16 magnitude (bits) whose product with `scale` stays within the
+// format's max: the largest amax a buffer may have for the table cast under that scale.
+uint16_t largest_within(float scale, DType f8) {
+  const float max = f8 == kFloat8_e4m3fn ? 448.0f : 57344.0f;
+  uint16_t a = 0x7F7F;
+  while (a > 0 && std::fabs(bf16_bits_to_float(a) * scale) > max) --a;
+  return a;
+}
+
+// scaled_cast_after_amax (given the amax pass of the same buffer) gives scaled_cast_scalar's
+// codes, saturated and flushed counts and amax, at every level this CPU has.
+void expect_after_amax_is_scalar(const std::vector<uint16_t>& x, float scale, DType f8,
+                                 const std::string& what) {
+  const auto n = static_cast<int64_t>(x.size());
+  const Amax known = amax(x.data(), kBFloat16, n);
+  std::vector<uint8_t> want(x.size()), got(x.size());
+  const CastStats r = detail::scaled_cast_scalar(x.data(), kBFloat16, want.data(), n, scale, f8);
+  for (SimdLevel level : simd_levels_here()) {
+    std::fill(got.begin(), got.end(), uint8_t{0x55});
+    const CastStats g =
+        scaled_cast_after_amax(x.data(), kBFloat16, got.data(), n, scale, f8, known, level);
+    const std::string at = what + " at " + simd_level_name(level);
+    ASSERT_EQ(want, got) << at;
+    EXPECT_EQ(std::bit_cast<uint32_t>(r.amax), std::bit_cast<uint32_t>(g.amax)) << at;
+    EXPECT_EQ(r.saturated, g.saturated) << at;
+    EXPECT_EQ(r.flushed, g.flushed) << at;
+  }
+}
+
+// Every bfloat16 value whose product stays within the format (both signs, zeros, subnormals,
+// the largest such value itself), under power-of-2 and other scales, shuffled (the 128-value
+// steps with a subnormal or flushed code, which the vector body hands to scaled_cast, among
+// those without) and in order of magnitude (long runs of each), with a short last step.
+TEST(Fp8CastKernel, AfterAmaxEqualsScalarForEveryBfloat16AtEveryLevel) {
+  std::mt19937 rng(63);
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    const float max = f8 == kFloat8_e4m3fn ? 448.0f : 57344.0f;
+    // Scales with the table (the current recipe's for amaxes 16.375, 1, 3, 2^-100 (E4M3) and
+    // 1e30; powers of 2) and without (products that reach no normal code before bfloat16's
+    // subnormals, a scale of 2^127).
+    const std::vector<std::pair<float, bool>> scales = {
+        {max / 16.375f, true}, {max, true},
+        {max / 3.0f, true},    {max / 0x1p-100f, f8 == kFloat8_e4m3fn},
+        {max / 1e30f, true},   {1.0f, true},
+        {0x1p-3f, true},       {0x1p10f, true},
+        {1.5f, true},          {3.7e-3f, true},
+        {0x1.8p126f, false},   {0x1p127f, false}};
+    for (const auto& [scale, usable] : scales) {
+      const uint16_t top = largest_within(scale, f8);
+      std::vector<uint16_t> x;
+      for (uint32_t a = 0; a <= top; ++a) {
+        x.push_back(static_cast<uint16_t>(a));
+        x.push_back(static_cast<uint16_t>(a | 0x8000));
+      }
+      const std::string what = fmt::format("{} scale {}", f8.name(), scale);
+      const Amax known = amax(x.data(), kBFloat16, static_cast<int64_t>(x.size()));
+      EXPECT_EQ(detail::bf16_table_cast(scale, f8, known).usable, usable) << what;
+      std::shuffle(x.begin(), x.end(), rng);
+      x.resize(x.size() - 37);
+      expect_after_amax_is_scalar(x, scale, f8, what + " shuffled");
+      std::sort(x.begin(), x.end(),
+                [](uint16_t a, uint16_t b) { return (a & 0x7FFF) < (b & 0x7FFF); });
+      expect_after_amax_is_scalar(x, scale, f8, what + " by magnitude");
+    }
+  }
+}
+
+// The cases around the table cast: NaN or inf in the buffer, all zeros, a subnormal amax, values
+// whose products are the format's max, a scale under which the amax's product rounds above it,
+// lengths with every kind of short last step and several threads' chunks, and the codes
+// streamed past the caches.
+TEST(Fp8CastKernel, AfterAmaxEdgeCasesEqualScalarAtEveryLevel) {
+  std::mt19937 rng(64);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  const auto randn_bf16 = [&](int64_t n) {
+    std::vector<uint16_t> x(static_cast<size_t>(n));
+    for (auto& v : x) v = float_to_bf16_bits(nd(rng));
+    return x;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    const float max = f8 == kFloat8_e4m3fn ? 448.0f : 57344.0f;
+    const auto current = [max](const std::vector<uint16_t>& x) {
+      const Amax a = amax(x.data(), kBFloat16, static_cast<int64_t>(x.size()));
+      return a.amax > 0.0f && std::isfinite(max / a.amax) ? max / a.amax : 1.0f;
+    };
+    for (int64_t n : {0, 1, 31, 127, 128, 129, 255, 300, 65536 + 129, 3 * 65536 + 77}) {
+      std::vector<uint16_t> x = randn_bf16(n);
+      for (int64_t i = 0; i < n; i += 5) x[static_cast<size_t>(i)] = i % 2 ? 0x8000 : 0;
+      expect_after_amax_is_scalar(x, current(x), f8, fmt::format("{} n {}", f8.name(), n));
+    }
+    std::vector<uint16_t> x = randn_bf16(1000);
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), inf, -inf}) {
+      std::vector<uint16_t> y = x;
+      y[500] = float_to_bf16_bits(bad);
+      expect_after_amax_is_scalar(y, current(x), f8, fmt::format("{} with {}", f8.name(), bad));
+    }
+    expect_after_amax_is_scalar(std::vector<uint16_t>(1000, 0x8000), 1.0f, f8, "zeros");
+    std::vector<uint16_t> sub(1000);
+    for (auto& v : sub) v = static_cast<uint16_t>(rng() % 0x80 | (rng() % 2 ? 0x8000 : 0));
+    expect_after_amax_is_scalar(sub, current(sub), f8, "subnormal amax");
+    // Products at the max: a power-of-2 scale and the current recipe's scale of that amax.
+    std::vector<uint16_t> at_max = x;
+    at_max[7] = float_to_bf16_bits(max / 16);
+    at_max[300] = float_to_bf16_bits(-max / 16);
+    for (float scale : {16.0f, current(at_max)})
+      expect_after_amax_is_scalar(at_max, scale, f8, fmt::format("at the max, scale {}", scale));
+    // An amax whose product with max / amax rounds above max: those values saturate.
+    for (uint32_t a = 0x4200;; ++a) {  // from 32, above every value of x
+      const float v = bf16_bits_to_float(static_cast<uint16_t>(a));
+      if (v * (max / v) <= max) continue;
+      std::vector<uint16_t> y = x;
+      y[11] = static_cast<uint16_t>(a);
+      y[999] = static_cast<uint16_t>(a | 0x8000);
+      const Amax known = amax(y.data(), kBFloat16, 1000);
+      ASSERT_EQ(known.amax, v);
+      EXPECT_FALSE(detail::bf16_table_cast(max / v, f8, known).usable);
+      expect_after_amax_is_scalar(y, max / v, f8, fmt::format("{} saturating {}", f8.name(), v));
+      break;
+    }
+  }
+  if (simd_level() < SimdLevel::kAvx2) return;
+  // Streamed codes: the vector body with stream on, into a 32-byte aligned buffer.
+  std::vector<uint16_t> x = randn_bf16(4096 + 100);
+  x[1000] = 1;  // a subnormal: its step goes through scaled_cast
+  const auto n = static_cast<int64_t>(x.size());
+  const Amax known = amax(x.data(), kBFloat16, n);
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    const float scale = (f8 == kFloat8_e4m3fn ? 448.0f : 57344.0f) / known.amax;
+    const detail::Bf16TableCast table = detail::bf16_table_cast(scale, f8, known);
+    ASSERT_TRUE(table.usable);
+    std::vector<uint8_t> want(x.size());
+    const CastStats r = detail::scaled_cast_scalar(x.data(), kBFloat16, want.data(), n, scale, f8);
+    alignas(64) static uint8_t got[4096 + 100];
+    const CastStats g = detail::bf16_table_cast_avx2(x.data(), got, n, scale, f8, table, true);
+    EXPECT_EQ(want, std::vector<uint8_t>(got, got + n)) << f8.name();
+    EXPECT_EQ(r.flushed, g.flushed) << f8.name();
+    EXPECT_EQ(r.saturated, g.saturated) << f8.name();
+  }
+}
+
 TEST(Fp8CastKernel, RejectsBadDtypes) {
   float x = 1.0f;
   uint8_t q = 0;

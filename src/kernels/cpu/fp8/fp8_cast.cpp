@@ -6,6 +6,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
@@ -18,6 +19,8 @@ namespace mantissa::kernels::fp8 {
 namespace {
 
 constexpr int64_t kChunk = 1 << 16;
+// Casts of at least this many codes (8 MiB, a quarter of the L3) stream them out.
+constexpr int64_t kStreamCodes = int64_t{8} << 20;
 
 void check_formats(const char* what, DType hp, DType fp8, bool is_source) {
   MANTISSA_CHECK(fp8.is_float8(), "fp8 cast", "{}: {} is not an FP8 dtype", what, fp8.name());
@@ -165,6 +168,59 @@ void column_amax_bits_scalar(const void* src, DType src_dtype, int64_t rows, int
     }
 }
 
+Bf16TableCast bf16_table_cast(float scale, DType fp8, const Amax& known) {
+  Bf16TableCast t;
+  const bool e4m3 = fp8 == kFloat8_e4m3fn;
+  const int mant = e4m3 ? 3 : 2;
+  const float max = e4m3 ? Float8E4M3::kMax : Float8E5M2::kMax;
+  const float min_normal = e4m3 ? 0x1p-6f : 0x1p-14f;
+  const auto code_of = [e4m3](float y) {
+    return e4m3 ? float_to_fp8_e4m3_bits(y) : float_to_fp8_e5m2_bits(y);
+  };
+  const uint32_t sb = std::bit_cast<uint32_t>(scale);
+  const int field = static_cast<int>(sb >> 23);  // 256 and above: negative
+  // The table's products x0 * scale lie in [1, 4) with x0 = (1 + m/128) * 2^-k for scale's
+  // exponent k, a normal bfloat16 for k in [-126, 126].
+  if (known.nan || !std::isfinite(known.amax) || field < 1 || field > 253 ||
+      std::fabs(known.amax * scale) > max)
+    return t;
+  // normal_from: the smallest |h| whose product reaches min_normal (products grow with |h|).
+  uint32_t lo = 1, hi = 0x7F80;  // hi: inf, whose product exceeds any min_normal
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (bf16_bits_to_float(static_cast<uint16_t>(mid)) * scale >= min_normal)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  // A lane below it must be recognisable by its high byte alone when it is 0 (zero_below >= 1).
+  if (lo < 0x100 || lo >= 0x7F80) return t;
+  const int e0 = 127 - (field - 127);  // x0's biased exponent
+  const int shift = 7 - mant;
+  std::array<int, 128> folded{};
+  for (int m = 0; m < 128; ++m) {
+    const float x0 = bf16_bits_to_float(static_cast<uint16_t>((e0 << 7) | m));
+    const int code = code_of(x0 * scale);
+    folded[static_cast<size_t>(m)] =
+        (code - (e0 << mant) - ((m >> shift) & ((1 << mant) - 1))) & 0xFF;
+  }
+  for (int g = 0; g < 16; ++g) {
+    const int base = folded[static_cast<size_t>(8 * g)];
+    int step_after = 7;
+    for (int j = 1; j < 8; ++j) {
+      const int d = (folded[static_cast<size_t>(8 * g + j)] - base) & 0xFF;
+      if (d > 1 || (d == 0 && step_after < 7)) return t;  // not a single step of one
+      if (d == 1 && step_after == 7) step_after = j - 1;
+    }
+    t.base[g] = static_cast<uint8_t>(base);
+    t.step_after[g] = static_cast<int8_t>(step_after);
+  }
+  t.normal_from = static_cast<uint16_t>(lo);
+  t.zero_below = static_cast<uint8_t>(lo >> 8);
+  t.usable = true;
+  return t;
+}
+
 CastStats finish_simd_cast(const float* lane_amax, int lanes, int64_t saturated, int64_t flushed,
                            const void* src, DType src_dtype, uint8_t* dst, int64_t i, int64_t n,
                            float scale, DType fp8, const float* scales) {
@@ -258,6 +314,40 @@ CastStats scaled_cast_columns(const void* src, DType src_dtype, uint8_t* dst, in
   }
   CastStats total;
   total.amax = amax;
+  total.saturated = saturated;
+  total.flushed = flushed;
+  return total;
+}
+
+CastStats scaled_cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                 float scale, DType fp8, const Amax& known, SimdLevel level) {
+  check_formats("scaled_cast_after_amax", src_dtype, fp8, true);
+  MANTISSA_CHECK(n >= 0 && (n == 0 || (src && dst)), "fp8 cast",
+                 "scaled_cast_after_amax needs n >= 0 and non-null buffers");
+  const detail::Bf16TableCast table = src_dtype == kBFloat16 && usable(SimdLevel::kAvx2, level)
+                                          ? detail::bf16_table_cast(scale, fp8, known)
+                                          : detail::Bf16TableCast{};
+  if (!table.usable) {
+    CastStats st = cast_chunks(src, src_dtype, dst, nullptr, n, scale, fp8, level);
+    st.amax = known.amax;
+    return st;
+  }
+  // Codes beyond what the caches hold are streamed past them (a reader of codes that large
+  // fetches them from memory anyway); smaller ones stay in cache for the GEMM that reads them.
+  const bool stream = n >= kStreamCodes && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  const auto* s16 = static_cast<const uint16_t*>(src);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk;
+    const CastStats s = detail::bf16_table_cast_avx2(
+        s16 + begin, dst + begin, std::min(kChunk, n - begin), scale, fp8, table, stream);
+    saturated += s.saturated;
+    flushed += s.flushed;
+  }
+  CastStats total;
+  total.amax = known.amax;
   total.saturated = saturated;
   total.flushed = flushed;
   return total;

@@ -50,6 +50,15 @@ Amax amax(const void* src, DType src_dtype, int64_t n, SimdLevel level = simd_le
 void column_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols, Amax* out,
                  SimdLevel level = simd_level());
 
+// scaled_cast of a buffer whose amax pass (amax() above) has been made: `known` is that pass's
+// result for the same n values, which the cast then need not take again (the returned amax is
+// known.amax). The same codes and counts as scaled_cast. A bfloat16 buffer without NaN or inf
+// whose products stay within the format (known.amax * scale <= its max) is cast by
+// detail::Bf16TableCast (the current recipe's casts); any other by scaled_cast's bodies.
+CastStats scaled_cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                 float scale, DType fp8, const Amax& known,
+                                 SimdLevel level = simd_level());
+
 // dst[i] = f32(value(src[i]) * scale_inv), rounded once more (RNE) when dst_dtype is bfloat16.
 // dst_dtype: float32 or bfloat16.
 void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,
@@ -57,6 +66,34 @@ void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64
 
 // The SIMD-level bodies (one range, no threading), for the dispatcher and the tests.
 namespace detail {
+// The codes of bfloat16 values under one scale where each product is 0 or a normal FP8 value:
+// for bits h = (sign, exponent e, mantissa m), |x| * scale rounded to float32 and then to FP8 is
+// 2^(e - e0) times the product of the same m at a fixed exponent e0 (scaling by a power of 2
+// commutes with both roundings while every value is normal), so its code is
+// (e << kMant) + T[m] (mod 256) for a table T of the 128 mantissas made once per scale. T rises
+// by at most one within each group of eight m (the code's steps are more than eight m apart), so
+// it is held as 16 bytes of group bases and 16 of the in-group place of the step, two byte
+// shuffles. `usable` is false where that does not hold (a scale whose products overflow, a NaN or
+// inf in the source, products too small for the table's reach); then scaled_cast runs instead.
+struct Bf16TableCast {
+  bool usable = false;
+  uint16_t normal_from = 0;  // the smallest |h| (bits) whose product is a normal FP8 value
+  // |h| >> 8 of normal_from: lanes whose high byte's magnitude is below it are 0 in a cast that
+  // found no nonzero |h| below normal_from.
+  uint8_t zero_below = 0;
+  // base[g] + (m & 7 > step_after[g]) for group g = m >> 3 is T[m] less the bits of m that the
+  // exponent's byte shift brings in ((m >> (7 - kMant)) & (2^kMant - 1)); step_after 7: no step.
+  alignas(16) uint8_t base[16] = {};
+  alignas(16) int8_t step_after[16] = {};
+};
+// The table of bfloat16 sources with amax `known` under `scale` (E4M3 or E5M2).
+Bf16TableCast bf16_table_cast(float scale, DType fp8, const Amax& known);
+// The cast by that table, 128 values a step; a step holding a nonzero |h| below normal_from, and
+// the last n % 128 values, are cast by scaled_cast_avx2. `stream`: the codes bypass the caches
+// (dst 32-byte aligned). The returned amax is 0 (the caller knows it).
+CastStats bf16_table_cast_avx2(const uint16_t* src, uint8_t* dst, int64_t n, float scale, DType fp8,
+                               const Bf16TableCast& table, bool stream);
+
 CastStats scaled_cast_scalar(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,
                              DType fp8);
 CastStats scaled_cast_avx2(const void* src, DType src_dtype, uint8_t* dst, int64_t n, float scale,

@@ -103,6 +103,96 @@ MANTISSA_AVX2 CastStats scaled_cast_each_avx2(const void* src, DType src_dtype, 
 }
 
 namespace {
+// Bf16TableCast's codes of 32 bfloat16 values in element order; `low` takes the minimum of
+// 2|h| - 1 (0 wraps to 0xFFFF) for any_below.
+template <int kMant>
+MANTISSA_AVX2 inline __m256i table_codes32(const uint16_t* p, __m256i base, __m256i step_after,
+                                           __m256i zero_below, __m256i* low) {
+  constexpr int kShift = 7 - kMant;  // e's lowest bit lands on bit kMant of the byte
+  constexpr int kLowBits = (1 << (kMant + 1)) - 1;
+  const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+  const __m256i one = _mm256_set1_epi16(1);
+  *low = _mm256_min_epu16(*low, _mm256_sub_epi16(_mm256_add_epi16(h0, h0), one));
+  *low = _mm256_min_epu16(*low, _mm256_sub_epi16(_mm256_add_epi16(h1, h1), one));
+  // Low bytes (1 bit of e, m) and high bytes (sign, 7 bits of e) apart: each 128-bit lane of
+  // s0/s1 is [8 low | 8 high] of 8 values, so l and h hold values 0-7 16-23 | 8-15 24-31.
+  const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2,
+                                         4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  const __m256i s0 = _mm256_shuffle_epi8(h0, split), s1 = _mm256_shuffle_epi8(h1, split);
+  const __m256i l = _mm256_unpacklo_epi64(s0, s1), h = _mm256_unpackhi_epi64(s0, s1);
+  // (16-bit shifts move bits between the two bytes of a word; the masks drop them.)
+  const __m256i group = _mm256_and_si256(_mm256_srli_epi16(l, 3), _mm256_set1_epi8(0x0F));
+  const __m256i step = _mm256_cmpgt_epi8(_mm256_and_si256(l, _mm256_set1_epi8(7)),
+                                         _mm256_shuffle_epi8(step_after, group));
+  // (e << kMant) mod 256, plus m's top bits, which the table's base takes off.
+  const __m256i e_bits = _mm256_or_si256(
+      _mm256_andnot_si256(_mm256_set1_epi8(kLowBits), _mm256_slli_epi16(h, kMant + 1)),
+      _mm256_and_si256(_mm256_srli_epi16(l, kShift), _mm256_set1_epi8(kLowBits)));
+  const __m256i code =
+      _mm256_sub_epi8(_mm256_add_epi8(e_bits, _mm256_shuffle_epi8(base, group)), step);
+  const __m256i zero = _mm256_cmpgt_epi8(zero_below, _mm256_and_si256(h, _mm256_set1_epi8(0x7F)));
+  const __m256i signed_code =
+      _mm256_or_si256(_mm256_andnot_si256(zero, code),
+                      _mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(0x80))));
+  return _mm256_permute4x64_epi64(signed_code, 0xD8);
+}
+
+template <int kMant>
+MANTISSA_AVX2 CastStats table_cast(const uint16_t* src, uint8_t* dst, int64_t n, float scale,
+                                   DType fp8, const Bf16TableCast& t, bool stream) {
+  const __m256i base =
+      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.base)));
+  const __m256i step_after =
+      _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t.step_after)));
+  const __m256i zero_below = _mm256_set1_epi8(static_cast<char>(t.zero_below));
+  // any_below's bound for 2|h| - 1 (codes16_pow2_in_range's `low` holds |h| - 1).
+  const __m256i normal_from2 = _mm256_set1_epi16(static_cast<int16_t>(2 * t.normal_from));
+  CastStats st;
+  int64_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    __m256i low = _mm256_set1_epi16(-1);
+    const __m256i c0 = table_codes32<kMant>(src + i, base, step_after, zero_below, &low);
+    const __m256i c1 = table_codes32<kMant>(src + i + 32, base, step_after, zero_below, &low);
+    const __m256i c2 = table_codes32<kMant>(src + i + 64, base, step_after, zero_below, &low);
+    const __m256i c3 = table_codes32<kMant>(src + i + 96, base, step_after, zero_below, &low);
+    if (any_below(low, normal_from2)) [[unlikely]] {  // a subnormal or flushed code among them
+      const CastStats s = scaled_cast_avx2(src + i, kBFloat16, dst + i, 128, scale, fp8);
+      st.saturated += s.saturated;
+      st.flushed += s.flushed;
+      continue;
+    }
+    auto* out = reinterpret_cast<__m256i*>(dst + i);
+    if (stream) {
+      _mm256_stream_si256(out, c0);
+      _mm256_stream_si256(out + 1, c1);
+      _mm256_stream_si256(out + 2, c2);
+      _mm256_stream_si256(out + 3, c3);
+    } else {
+      _mm256_storeu_si256(out, c0);
+      _mm256_storeu_si256(out + 1, c1);
+      _mm256_storeu_si256(out + 2, c2);
+      _mm256_storeu_si256(out + 3, c3);
+    }
+  }
+  if (stream) _mm_sfence();
+  if (i < n) {
+    const CastStats s = scaled_cast_avx2(src + i, kBFloat16, dst + i, n - i, scale, fp8);
+    st.saturated += s.saturated;
+    st.flushed += s.flushed;
+  }
+  return st;
+}
+}  // namespace
+
+MANTISSA_AVX2 CastStats bf16_table_cast_avx2(const uint16_t* src, uint8_t* dst, int64_t n,
+                                             float scale, DType fp8, const Bf16TableCast& table,
+                                             bool stream) {
+  if (fp8 == kFloat8_e4m3fn) return table_cast<3>(src, dst, n, scale, fp8, table, stream);
+  return table_cast<2>(src, dst, n, scale, fp8, table, stream);
+}
+
+namespace {
 // The bits of elements i..i+7 in 32-bit lanes (16-bit sources zero-extended) with the sign
 // cleared.
 MANTISSA_AVX2 inline __m256i magnitude_bits8(const void* src, DType src_dtype, int64_t i) {
