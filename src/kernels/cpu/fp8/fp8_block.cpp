@@ -287,8 +287,8 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
   // Blocks 128 columns wide of bfloat16 or float32 to E4M3 go through the AVX2 group casts.
   const bool fast = e4m3_tiles(src_dtype, fp8, level);
   // Blocks are taken a group side by side (kBlockGroupBytes of each row): the amax pass and
-  // then the cast read each of the group's rows in memory order, the second time from L2, where
-  // a block at a time would read 128 short runs far apart.
+  // then the cast read each of the group's rows in memory order, the second time from cache,
+  // where a block at a time would read 128 short runs far apart.
   const int64_t group = kBlockGroupBytes / (kBlockLen * static_cast<int64_t>(src_dtype.itemsize()));
   const int64_t groups = (block_cols + group - 1) / group;
   float amax = 0.0f;

@@ -10,7 +10,7 @@
 // or an inf, takes float32 lanes (satfinite_codes) with the saturated and flushed counts kept in
 // vector lanes across all the tiles of a call. 128x128 blocks are cast a group side by side
 // (detail::blocks_128x128_bf16_e4m3_avx2): their maxima in one pass over the group's rows, then
-// the casts while the rows are in L2. x^T's tiles are cast from x a band of 128 rows at a time
+// the casts while the rows are in cache. x^T's tiles are cast from x a band of 128 rows at a time
 // (detail::block_columns_bf16_e4m3_avx2): a chunk of columns copied contiguous as their maxima
 // are taken, sixteen columns' codes a row under per-column constants, transposed in registers
 // and streamed out. The same amax, scale, codes and counts as the per-tile
@@ -287,7 +287,7 @@ __attribute__((target("avx2"))) void blocks_128x128_bf16_e4m3_avx2(
     fold_top(amax, scale, top_max);
     lanes[j] = lanes_of(amax, scale);
   }
-  // The casts, again in memory order: the rows are still in L2. The next group's rows are
+  // The casts, again in memory order: the rows are still in L2 or L3. The next group's rows are
   // fetched into L2 meanwhile, so that its amax pass does not wait on memory with nothing to do.
   LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
   const int64_t ahead = next != nullptr ? next_bytes : 0;

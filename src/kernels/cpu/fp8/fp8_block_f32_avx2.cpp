@@ -247,7 +247,7 @@ __attribute__((target("avx2"))) void blocks_128x128_f32_e4m3_avx2(
     fold_top(amax, scale, top_max);
     lanes[j] = lanes_of(amax, scale);
   }
-  // The casts, again in memory order: the rows are still in L2. The next group's rows are
+  // The casts, again in memory order: the rows are still in L2 or L3. The next group's rows are
   // fetched into L2 meanwhile, so that its amax pass does not wait on memory with nothing to do.
   LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
   const int64_t ahead = next != nullptr ? next_bytes : 0;
