@@ -212,11 +212,11 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
   const int64_t strip = kLine / item;
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
-  // bfloat16 to E4M3: the full bands of 128 rows over the first multiple of 16 columns go
-  // through the AVX2 band cast, a band's columns in chunks of kBandChunk (the threads' unit).
-  // Full tiles of the buffer below (float32 to E4M3) go through the AVX2 tile cast.
+  // bfloat16 or float32 to E4M3: the full bands of 128 rows over the first multiple of 16
+  // columns go through the AVX2 band cast, a band's columns in chunks of kBandChunk (the
+  // threads' unit).
   const bool fast = e4m3_tiles(src_dtype, fp8, level);
-  const int64_t bands = fast && src_dtype == kBFloat16 ? rows / kBlockLen : 0;
+  const int64_t bands = fast ? rows / kBlockLen : 0;
   const int64_t fast_cols = bands > 0 ? cols / 16 * 16 : 0;
   constexpr int64_t kBandChunk = 512;
   const int64_t chunks = (fast_cols + kBandChunk - 1) / kBandChunk;
@@ -228,10 +228,15 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t r0 = b * kBlockLen, c0 = k * kBandChunk;
       BlockCastStats st;
-      detail::block_columns_bf16_e4m3_avx2(static_cast<const uint16_t*>(src) + r0 * cols + c0, cols,
-                                           std::min(kBandChunk, fast_cols - c0),
-                                           codes + c0 * rows + r0, rows, scale_inv + c0 * tiles + b,
-                                           tiles, for_inf, power_2, epsilon, st);
+      const int64_t cn = std::min(kBandChunk, fast_cols - c0);
+      if (src_dtype == kFloat32)
+        detail::block_columns_f32_e4m3_avx2(
+            static_cast<const float*>(src) + r0 * cols + c0, cols, cn, codes + c0 * rows + r0, rows,
+            scale_inv + c0 * tiles + b, tiles, for_inf, power_2, epsilon, st);
+      else
+        detail::block_columns_bf16_e4m3_avx2(
+            static_cast<const uint16_t*>(src) + r0 * cols + c0, cols, cn, codes + c0 * rows + r0,
+            rows, scale_inv + c0 * tiles + b, tiles, for_inf, power_2, epsilon, st);
       amax = std::max(amax, st.amax);
       peak = std::max(peak, st.peak);
       saturated += st.saturated;

@@ -71,8 +71,8 @@ BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, in
 //   1x128 tiles of x^T (tiles along x's columns, for the product that reads x transposed): codes
 //   are cols x rows, scale_inv [cols, block_count(rows)]; the bits, scales and statistics of
 //   quantize_1x128 of x^T made contiguous (src contiguous, ld = cols), without that copy: blocks
-//   of x are transposed through a small buffer on their way to the cast (bfloat16 to E4M3: bands
-//   of 128 rows cast a chunk of columns at a time, detail::block_columns_bf16_e4m3_avx2).
+//   of x are transposed through a small buffer on their way to the cast (bfloat16 and float32 to
+//   E4M3: bands of 128 rows cast a chunk of columns at a time, detail::block_columns_*_e4m3_avx2).
 BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64_t rows,
                                          int64_t cols, uint8_t* codes, float* scale_inv, DType fp8,
                                          bool power_2, float epsilon,
@@ -134,6 +134,11 @@ void blocks_128x128_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, in
                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                   bool power_2, float epsilon, const float* next,
                                   int64_t next_bytes, BlockCastStats& st);
+// The float32 counterpart of block_columns_bf16_e4m3_avx2 (chunks of 32 columns, the codes of
+// 16 columns a row from float32 bits under per-column integer constants).
+void block_columns_f32_e4m3_avx2(const float* src, int64_t ld, int64_t cols, uint8_t* dst,
+                                 int64_t dst_step, float* scale_inv, int64_t inv_step,
+                                 float for_inf, bool power_2, float epsilon, BlockCastStats& st);
 }  // namespace detail
 
 // One operand of the block-scaled product, seen as the matrix V (rows R, the product's K

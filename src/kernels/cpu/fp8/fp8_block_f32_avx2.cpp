@@ -1,6 +1,7 @@
 // The block recipe's float32 casts to E4M3 on AVX2 (fp8_block.h): 1x128 tiles
-// (detail::block_tiles_f32_e4m3_avx2) and 128x128 blocks a group side by side
-// (detail::blocks_128x128_f32_e4m3_avx2), the float32 counterparts of fp8_block_avx2.cpp's
+// (detail::block_tiles_f32_e4m3_avx2), 128x128 blocks a group side by side
+// (detail::blocks_128x128_f32_e4m3_avx2) and x^T's 1x128 tiles from x a band of 128 rows at a
+// time (detail::block_columns_f32_e4m3_avx2), the float32 counterparts of fp8_block_avx2.cpp's
 // bfloat16 bodies. A tile's amax is the integer maximum of its magnitude bits (a NaN's lie above
 // infinity's), its scale block_scale's, and its codes come from the values still in L1 or L2.
 // Under a power-of-2 scale 2^e (the recipe's default) with the tile's amax * 2^e within E4M3's
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/common/byte_transpose_avx2.h"
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "mantissa/core/float8.h"
@@ -267,6 +269,166 @@ __attribute__((target("avx2"))) void blocks_128x128_f32_e4m3_avx2(
     if (nan[j])
       block_with_nan(src + j * kBlockLen, ld, rows, dst + j * kBlockLen, ldd, scale_inv + j,
                      for_inf, power_2, epsilon, amax_max, top_max, counts);
+  st.amax = amax_max;
+  st.peak = std::max(st.peak, top_max / kE4m3Max);
+  st.saturated += lane_sum(counts.saturated);
+  st.flushed += lane_sum(counts.flushed);
+}
+
+}  // namespace mantissa::kernels::fp8::detail
+
+namespace mantissa::kernels::fp8::detail {
+namespace {
+
+// Columns of a band taken at a time: 128 rows of 128 bytes, a 16 KiB copy that stays in L1.
+constexpr int64_t kColumnChunk = 32;
+constexpr int kChunkGroups = kColumnChunk / 16;
+
+// N groups of 16 columns over the band's 128 rows from p (ld elements apart): group g's rows
+// copied to tile[g] (row k at tile[g] + 16 k; the rows themselves, often a multiple of 4 KiB
+// apart, would fall in one L1 set) and the largest magnitude bits of each column (a NaN's above
+// kInfBits) into top[2 g] (columns 0-7) and top[2 g + 1] (8-15). The next chunk's bytes of each
+// row are fetched into L1 meanwhile, and those eight chunks on into L2.
+template <int N>
+__attribute__((target("avx2"), always_inline)) inline void copy_band(const float* p, int64_t ld,
+                                                                     float (*tile)[kBlockLen * 16],
+                                                                     __m256i* top) {
+  const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i m[2 * N];
+  for (int g = 0; g < 2 * N; ++g) m[g] = _mm256_setzero_si256();
+  for (int64_t k = 0; k < kBlockLen; ++k) {
+    const float* row = p + k * ld;
+    _mm_prefetch(reinterpret_cast<const char*>(row + kColumnChunk), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + kColumnChunk + 16), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + 8 * kColumnChunk), _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(row + 8 * kColumnChunk + 16), _MM_HINT_T1);
+    for (int g = 0; g < N; ++g)
+      for (int h = 0; h < 2; ++h) {
+        const __m256i x = load8i(row + 16 * g + 8 * h);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(tile[g] + 16 * k + 8 * h), x);
+        // Magnitude bits are at most 0x7FFFFFFF: a signed maximum orders them.
+        m[2 * g + h] = _mm256_max_epi32(m[2 * g + h], _mm256_and_si256(x, abs));
+      }
+  }
+  for (int g = 0; g < 2 * N; ++g) top[g] = m[g];
+}
+
+// Column j of a group's copy as 128 contiguous values.
+inline void gather_column(const float* tile, int j, float* column) {
+  for (int k = 0; k < kBlockLen; ++k) column[k] = tile[16 * k + j];
+}
+
+// The codes of rows k (low 128-bit lane) and k + 16 (high) of a group's copy, 16 bytes each in
+// column order, under the columns' integer constants (rb0: columns 0-7, rb1: 8-15).
+__attribute__((target("avx2"), always_inline)) inline __m256i codes_of_rows(
+    const float* t, __m256i rb0, __m256i rb1, __m256i& low0, __m256i& low1) {
+  const __m256i a0 = load8i(t), a1 = load8i(t + 8);
+  const __m256i b0 = load8i(t + 16 * 16), b1 = load8i(t + 16 * 16 + 8);
+  const __m256i ca = _mm256_packus_epi32(code_of(a0, rb0, low0), code_of(a1, rb1, low1));
+  const __m256i cb = _mm256_packus_epi32(code_of(b0, rb0, low0), code_of(b1, rb1, low1));
+  const __m256i signs = _mm256_packs_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(b0, b1));
+  const __m256i bytes =
+      _mm256_or_si256(_mm256_packus_epi16(ca, cb),
+                      _mm256_and_si256(signs, _mm256_set1_epi8(static_cast<char>(0x80))));
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+}  // namespace
+
+__attribute__((target("avx2"))) void block_columns_f32_e4m3_avx2(
+    const float* src, int64_t ld, int64_t cols, uint8_t* dst, int64_t dst_step, float* scale_inv,
+    int64_t inv_step, float for_inf, bool power_2, float epsilon, BlockCastStats& st) {
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  float amax_max = st.amax;
+  double top_max = 0.0;
+  // The codes bypass the caches (they are not read back here) where every column's 128 codes
+  // start on a 32-byte boundary.
+  const bool stream = reinterpret_cast<uintptr_t>(dst) % 32 == 0 && dst_step % 32 == 0;
+  alignas(32) float tile[kChunkGroups][kBlockLen * 16];
+  alignas(32) uint8_t out[16][kBlockLen];
+  alignas(32) float column[kBlockLen];
+  alignas(32) uint32_t bits[16];
+  alignas(32) int32_t rebias[16], normal_below[16];
+  Lanes lanes[16];
+  bool nan[16];
+  for (int64_t c0 = 0; c0 < cols; c0 += kColumnChunk) {
+    const int groups = static_cast<int>(std::min(kColumnChunk, cols - c0) / 16);
+    __m256i top[2 * kChunkGroups];
+    if (groups == 2)
+      copy_band<2>(src + c0, ld, tile, top);
+    else
+      copy_band<1>(src + c0, ld, tile, top);
+    for (int g = 0; g < groups; ++g) {
+      const int64_t c = c0 + 16 * g;
+      const float* t = tile[g];
+      // Each column's scale (a scalar chain each, as the row tiles'), and its lane's integer
+      // constants; a column outside them (a NaN or an inf, a scale not a power of 2 or above
+      // 2^120) is cast below from a copy of its tile by the row tiles' body.
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bits), top[2 * g]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), top[2 * g + 1]);
+      unsigned fallback = 0;
+      for (int j = 0; j < 16; ++j) {
+        nan[j] = bits[j] > kInfBits;
+        uint32_t b = bits[j];
+        if (nan[j]) {
+          gather_column(t, j, column);
+          b = max_magnitude_128(column);
+        }
+        const float amax = std::bit_cast<float>(b);
+        const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+        scale_inv[(c + j) * inv_step] = block_scale_inverse(scale);
+        amax_max = std::max(amax_max, amax);
+        fold_top(amax, scale, top_max);
+        lanes[j] = lanes_of(amax, scale);
+        const bool fast = !nan[j] && lanes[j].fast;
+        fallback |= static_cast<unsigned>(!fast) << j;
+        rebias[j] = lanes[j].rebias;
+        normal_below[j] = lanes[j].normal_below;
+      }
+      const __m256i rb0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias));
+      const __m256i rb1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias + 8));
+      __m256i low0 = _mm256_set1_epi32(-1), low1 = _mm256_set1_epi32(-1);
+      for (int sub = 0; sub < kBlockLen / 32; ++sub) {
+        // Rows k and k + 16 of the 32 as 16 code bytes each, then transposed into the columns'
+        // 32 bytes.
+        __m256i x[16];
+        const float* q = t + 16 * 32 * sub;
+        for (int k = 0; k < 16; ++k) x[k] = codes_of_rows(q + 16 * k, rb0, rb1, low0, low1);
+        transpose16x16_bytes(x);
+        for (int j = 0; j < 16; ++j)
+          _mm256_store_si256(reinterpret_cast<__m256i*>(out[j] + 32 * sub), x[j]);
+      }
+      // Columns with a value whose code is subnormal or flushed (0 < |x| < normal_from: |x| - 1
+      // below normal_from - 1).
+      const __m256i ok0 = _mm256_cmpeq_epi32(
+          _mm256_max_epu32(low0, _mm256_load_si256(reinterpret_cast<const __m256i*>(normal_below))),
+          low0);
+      const __m256i ok1 = _mm256_cmpeq_epi32(
+          _mm256_max_epu32(low1,
+                           _mm256_load_si256(reinterpret_cast<const __m256i*>(normal_below + 8))),
+          low1);
+      const unsigned ok = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok0))) |
+                          static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok1))) << 8;
+      fallback |= ~ok & 0xFFFFu;
+      for (unsigned f = fallback; f; f &= f - 1) {
+        const int j = __builtin_ctz(f);
+        gather_column(t, j, column);
+        cast_128(column, out[j], nan[j], lanes[j], counts);
+      }
+      for (int j = 0; j < 16; ++j) {
+        uint8_t* d = dst + (c + j) * dst_step;
+        for (int v = 0; v < kBlockLen / 32; ++v) {
+          const __m256i codes =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(out[j] + 32 * v));
+          if (stream)
+            _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
+          else
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
+        }
+      }
+    }
+  }
+  if (stream) _mm_sfence();
   st.amax = amax_max;
   st.peak = std::max(st.peak, top_max / kE4m3Max);
   st.saturated += lane_sum(counts.saturated);
