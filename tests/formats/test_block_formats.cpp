@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <random>
 #include <string>
@@ -516,7 +517,8 @@ TEST(BlockFormats, RowCastsOnTheBitsGiveTheScalarBytesForEveryValue) {
 // (a group of 16 blocks, 5 blocks that make no group, a short block of 5), one element of each
 // block an anchor that sets its scale (6 gives the factor 1, so the values themselves are
 // rounded, every tie included), rounded to nearest and stochastically, with and without the
-// statistics; float32 sources hold the same values with low bits from a hash (ties broken).
+// statistics, per 1x16 block and per 16x16 tile (the scale from the tile's amax); float32
+// sources hold the same values with low bits from a hash (ties broken).
 TEST(BlockFormats, Nvfp4EveryValueGivesTheScalarBytes) {
   const float anchors[] = {6.0f, 1.0f, 2688.0f, 3e-5f, 0x1p-120f, 0x1p100f, 1.2e38f};
   const int64_t qc = 21 * 16 + 5;
@@ -557,37 +559,125 @@ TEST(BlockFormats, Nvfp4EveryValueGivesTheScalarBytes) {
     // Tensor scales: the factor 1 of the anchor 6; a factor no power of 2; factors past
     // float's range (infinite) beside finite ones.
     for (const float tensor_scale : {1.0f, 0.37f, 1e-37f})
-      for (const bool sr : {false, true}) {
+      for (const bool sr : {false, true})
+        for (const bool tiles : {false, true}) {
+          km::Nvfp4Encoding e;
+          e.tensor_scale = tensor_scale;
+          e.tiles_16x16 = tiles;
+          e.rounding = sr ? km::Fp4Rounding::kStochastic : km::Fp4Rounding::kNearest;
+          e.seed = 0x1234567890ull;
+          e.offset = 3;
+          std::vector<uint8_t> ref_c(nc), ref_s(ns);
+          km::MxCastStats ref_st;
+          km::nvfp4_quantize(src, dtype, qr, qc, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
+                             &ref_st);
+          EXPECT_GT(ref_st.flushed, 0);
+          EXPECT_GT(ref_st.saturated, 0);
+          for (SimdLevel level : simd_levels_here()) {
+            SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (sr ? " stochastic" : " nearest") +
+                         (tiles ? " 16x16" : " 1x16") + " at " + simd_level_name(level) +
+                         ", tensor scale " + std::to_string(tensor_scale));
+            std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
+            km::MxCastStats st;
+            km::nvfp4_quantize(src, dtype, qr, qc, e, c.data(), sc.data(), level, &st);
+            EXPECT_EQ(c, ref_c);
+            EXPECT_EQ(sc, ref_s);
+            EXPECT_TRUE(same_stats(st, ref_st));
+            std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
+            km::nvfp4_quantize(src, dtype, qr, qc, e, c2.data(), sc2.data(), level);
+            EXPECT_EQ(c2, ref_c);
+            EXPECT_EQ(sc2, ref_s);
+            ++compared;
+          }
+        }
+  }
+  EXPECT_EQ(compared, 2 * 3 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
+}
+
+// NVFP4 rounded to nearest against the scalar body on edge blocks (bfloat16: codes by compares
+// against thresholds each thread makes per tensor scale and scale code; float32 as well): all zero,
+// holding infinity or NaN, all subnormal, at +-6 * 448 * tensor scale and around it, a block of one
+// tiny value among zeros beside huge ones (scale codes far apart in one group), groups of 8
+// blocks and the padded last group and a short block, per 1x16 block and per 16x16 tile, with and
+// without statistics; under tensor scales that come back after others (the thresholds of one
+// tensor scale must not serve another).
+TEST(BlockFormats, Nvfp4EdgeBlocksGiveTheScalarBytes) {
+  const int64_t rows = 48, cols = 8 * 16 * 2 + 3 * 16 + 7;
+  const float scales_in_turn[] = {1.0f, 0.37f, 1e-37f, 1.0f, 3.1e-3f, 0.37f, 2e30f};
+  int compared = 0;
+  for (const float ts : scales_in_turn) {
+    std::vector<uint16_t> q(static_cast<size_t>(rows * cols));
+    uint32_t h = 0x9E3779B9u;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        h = h * 1664525u + 1013904223u;
+        const int kind = static_cast<int>((r + c / 16) % 9);
+        const float top = 2688.0f * ts;  // amax / 6 / ts = 448
+        const uint16_t sign = (h >> 7) & 0x8000u;
+        float v;
+        switch (kind) {
+          case 0:
+            v = 0.0f;
+            break;
+          case 1:
+            v = c % 16 == 3 ? std::numeric_limits<float>::infinity() : top * (h >> 8) * 0x1p-24f;
+            break;
+          case 2:
+            v = c % 16 == 9 ? std::numeric_limits<float>::quiet_NaN() : top * (h >> 8) * 0x1p-24f;
+            break;
+          case 3:
+            v = bf16_bits_to_float(static_cast<uint16_t>(1 + (h >> 9) % 0x7F));  // subnormal
+            break;
+          case 4:
+            v = c % 16 == 0 ? top : top * (0.9f + (h >> 8) * 0x1p-24f * 0.2f);
+            break;
+          case 5:
+            v = c % 16 == 5 ? top * 0x1p-30f : 0.0f;
+            break;
+          case 6:
+            v = top;
+            break;
+          default:
+            v = top * std::ldexp(static_cast<float>(h >> 8) * 0x1p-24f, -static_cast<int>(h % 24));
+        }
+        q[static_cast<size_t>(r * cols + c)] =
+            static_cast<uint16_t>(float_to_bf16_bits(v) | (v != v ? 0 : sign));
+      }
+    std::vector<float> w(q.size());
+    for (size_t i = 0; i < q.size(); ++i) w[i] = bf16_bits_to_float(q[i]);
+    for (const bool bf16 : {true, false})
+      for (const bool tiles : {false, true}) {
+        const void* src = bf16 ? static_cast<const void*>(q.data()) : w.data();
+        const DType dtype = bf16 ? kBFloat16 : kFloat32;
         km::Nvfp4Encoding e;
-        e.tensor_scale = tensor_scale;
-        e.rounding = sr ? km::Fp4Rounding::kStochastic : km::Fp4Rounding::kNearest;
-        e.seed = 0x1234567890ull;
-        e.offset = 3;
+        e.tensor_scale = ts;
+        e.tiles_16x16 = tiles;
+        const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
         std::vector<uint8_t> ref_c(nc), ref_s(ns);
         km::MxCastStats ref_st;
-        km::nvfp4_quantize(src, dtype, qr, qc, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
-                           &ref_st);
-        EXPECT_GT(ref_st.flushed, 0);
-        EXPECT_GT(ref_st.saturated, 0);
+        km::nvfp4_quantize(src, dtype, rows, cols, e, ref_c.data(), ref_s.data(),
+                           SimdLevel::kScalar, &ref_st);
         for (SimdLevel level : simd_levels_here()) {
-          SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (sr ? " stochastic" : " nearest") +
-                       " at " + simd_level_name(level) + ", tensor scale " +
-                       std::to_string(tensor_scale));
-          std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
+          SCOPED_TRACE(std::string(bf16 ? "bf16 " : "f32 ") + (tiles ? "16x16" : "1x16") + " at " +
+                       simd_level_name(level) + ", tensor scale " + std::to_string(ts));
+          std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
           km::MxCastStats st;
-          km::nvfp4_quantize(src, dtype, qr, qc, e, c.data(), sc.data(), level, &st);
+          km::nvfp4_quantize(src, dtype, rows, cols, e, c.data(), s.data(), level, &st);
           EXPECT_EQ(c, ref_c);
-          EXPECT_EQ(sc, ref_s);
-          EXPECT_TRUE(same_stats(st, ref_st));
-          std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
-          km::nvfp4_quantize(src, dtype, qr, qc, e, c2.data(), sc2.data(), level);
+          EXPECT_EQ(s, ref_s);
+          EXPECT_EQ(st.saturated, ref_st.saturated);
+          EXPECT_EQ(st.flushed, ref_st.flushed);
+          EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref_st.amax));
+          EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref_st.peak));
+          std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
+          km::nvfp4_quantize(src, dtype, rows, cols, e, c2.data(), s2.data(), level);
           EXPECT_EQ(c2, ref_c);
-          EXPECT_EQ(sc2, ref_s);
+          EXPECT_EQ(s2, ref_s);
           ++compared;
         }
       }
   }
-  EXPECT_EQ(compared, 2 * 3 * 2 * static_cast<int>(simd_levels_here().size()));
+  EXPECT_EQ(compared, 7 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
 }
 
 // Every code under every kind of scale decodes to the same bits on every level (NaN codes and

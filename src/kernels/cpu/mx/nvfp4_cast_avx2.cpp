@@ -1,15 +1,18 @@
 // AVX2 (+FMA, F16C) bodies of the NVFP4 casts and of MXFP4 with stochastic rounding, 8 lanes at
 // a time: one NVFP4 block is two vectors. The per-tensor amax pass; the 1x16 cast (8 blocks'
 // amax, E4M3 scales and factors as one vector, then each block's codes, rounded to nearest or
-// stochastically, with the statistics counted from the vectors when asked); Philox4x32-10 on 8
+// stochastically, with the statistics counted from the vectors when asked; a bfloat16 source
+// rounded to nearest by 16-bit compares against per-scale thresholds); Philox4x32-10 on 8
 // lanes; the cast of the Hadamard transform's columns from the registers that transform them.
-// Blocks whose factor is NaN, and a row's short last block, run the scalar body (mx_cast.cpp).
+// Blocks whose factor is NaN or infinite, and a row's short last block, run the scalar body
+// (mx_cast.cpp).
 #include <immintrin.h>
 
 #include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -30,12 +33,15 @@ namespace {
 using namespace scalar;
 using namespace avx2_lanes;
 
-// scalar::nvfp4_block_scale for 8 blocks at once: their E4M3 codes and factors.
-inline __m256 nvfp4_block_scales(__m256 amax, float tensor_scale, __m256i& code) {
+// scalar::nvfp4_block_scale for 8 blocks at once: their E4M3 codes, and their factors.
+inline __m256i nvfp4_scale_codes(__m256 amax, float tensor_scale) {
   __m256 s =
       _mm256_div_ps(_mm256_div_ps(amax, _mm256_set1_ps(kE2m1Max)), _mm256_set1_ps(tensor_scale));
   s = _mm256_min_ps(_mm256_set1_ps(kE4m3Max), _mm256_max_ps(_mm256_set1_ps(0x1p-6f), s));
-  code = fp8_codes<3, 7>(s);
+  return fp8_codes<3, 7>(s);
+}
+inline __m256 nvfp4_block_scales(__m256 amax, float tensor_scale, __m256i& code) {
+  code = nvfp4_scale_codes(amax, tensor_scale);
   return _mm256_div_ps(_mm256_set1_ps(1.0f / tensor_scale), e4m3_values(code));
 }
 inline void nvfp4_block_scales(const float* amax, float tensor_scale, uint8_t* code,
@@ -216,29 +222,116 @@ inline __m256i e2m1_codes_of_numbers(__m256 y) {
       _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(y), 28), _mm256_set1_epi32(8)));
 }
 
-// The 16 codes of a bfloat16 block under a factor that is a positive number (not 0, infinity or
-// NaN), in 16-bit lanes in element order. |x| * factor is |x * factor|, so the magnitude codes
-// come from |x| and the sign bit from x's bits in 16-bit lanes. |x|'s bits interleaved below 16
-// zero bits are float32 lanes of elements 0-3, 8-11 (unpacklo) and 4-7, 12-15 (unpackhi); the
-// 16-bit pack of the two puts them back in order.
-inline __m256i bf16_block_codes16(const uint16_t* p, __m256 factor) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __m256i mag = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
-  const __m256 lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), mag));
-  const __m256 hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), mag));
-  const __m256i codes = _mm256_packus_epi32(e2m1_magnitude_codes(_mm256_mul_ps(lo, factor)),
-                                            e2m1_magnitude_codes(_mm256_mul_ps(hi, factor)));
-  return _mm256_or_si256(codes, _mm256_and_si256(_mm256_srli_epi16(v, 12), _mm256_set1_epi16(8)));
+// Round to nearest of a bfloat16 source by compares of the magnitude bits. The factor of an
+// E4M3 scale code c is f = (1 / tensor scale) / value(c), so under one tensor scale a block's
+// codes are a function of c and of |x|'s 15 bits: e2m1_code(|x| * f) (the float32 product, as the
+// scalar body rounds it) never falls as |x| grows, so the code is the number of thresholds
+// T1 <= .. <= T7 that |x|'s bits reach, T_i the least bits whose code is i or more, and
+// |x * f| > 6 (the saturated count) holds from a threshold T8 on. Each row holds T_i - 1 in 16
+// lanes, the right side of a signed 16-bit compare (T_i is 1 to 0x7F80: 0 gives code 0, infinity
+// code 7). The rows are made per thread as the cast meets the codes, for one tensor scale at a
+// time; a code whose factor is 0, infinite or NaN gets no row (its group takes the float path).
+struct Bf16Thresholds {
+  alignas(32) int16_t row[128][8][16];
+  float factor[128];
+  uint32_t tensor_scale_bits = 0;
+  int lo = 1, hi = 0;  // rows lo..hi are made (none when lo > hi)
+
+  // The least m in [0, 0x7F80] for which reached(m) holds, from a guess near it.
+  template <class Reached>
+  static int least(Reached reached, float guess) {
+    int m = static_cast<int>(std::min<uint32_t>(bits_of(guess) >> 16, 0x7F80u));
+    while (m > 0 && reached(m - 1)) --m;
+    while (!reached(m)) ++m;
+    return m;
+  }
+
+  bool make(int c, float tensor_scale) {
+    const float f = (1.0f / tensor_scale) / e4m3_value(static_cast<uint8_t>(c));
+    if (!(f > 0.0f && f < std::numeric_limits<float>::infinity())) return false;
+    factor[c] = f;
+    // The code steps up at y = 0.25, 0.75, .., 5 (ties to even decide which side), and |y| > 6.
+    static constexpr float kSteps[8] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
+    for (int i = 0; i < 8; ++i) {
+      const float guess = kSteps[i] / f;
+      const int t =
+          i < 7
+              ? least(
+                    [&](int m) {
+                      const float y = float_of(static_cast<uint32_t>(m) << 16) * f;
+                      return (e2m1_code(y) & 7) > i;
+                    },
+                    guess)
+              : least(
+                    [&](int m) { return float_of(static_cast<uint32_t>(m) << 16) * f > kE2m1Max; },
+                    guess);
+      for (int l = 0; l < 16; ++l) row[c][i][l] = static_cast<int16_t>(t - 1);
+    }
+    return true;
+  }
+
+  // Whether rows a..b (codes 0-126) are made or could be made now (out of line: the cast's
+  // loop calls it only when a group meets new codes).
+  __attribute__((noinline)) bool cover(int a, int b, float tensor_scale) {
+    if (a > b || a < 0 || b > 126) return false;
+    if (lo > hi) {
+      if (!make(a, tensor_scale)) return false;
+      lo = hi = a;
+    }
+    for (; a < lo; --lo)
+      if (!make(lo - 1, tensor_scale)) return false;
+    for (; b > hi; ++hi)
+      if (!make(hi + 1, tensor_scale)) return false;
+    return true;
+  }
+};
+
+// This thread's rows, for tensor_scale.
+inline Bf16Thresholds& bf16_thresholds(float tensor_scale) {
+  thread_local std::unique_ptr<Bf16Thresholds> table;
+  if (!table) table = std::make_unique<Bf16Thresholds>();
+  if (table->tensor_scale_bits != bits_of(tensor_scale) || table->lo > table->hi) {
+    table->tensor_scale_bits = bits_of(tensor_scale);
+    table->lo = 1;
+    table->hi = 0;
+  }
+  return *table;
 }
 
-// Two blocks' codes in 16-bit lanes in element order (bf16_block_codes16) as 16 bytes, the even
-// element in the low nibble.
-inline void store_e2m1_blocks2_16(uint8_t* dst, __m256i a, __m256i b) {
-  // Per 128-bit half h: bytes a[8h..8h+7], b[8h..8h+7]; then even + 16 * odd as 16-bit units.
-  const __m256i pairs = _mm256_maddubs_epi16(_mm256_packus_epi16(a, b), _mm256_set1_epi16(0x1001));
-  const __m256i p = _mm256_packus_epi16(pairs, pairs);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
-                   _mm_unpacklo_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+// One block's 16 codes in 16-bit lanes in element order, from its row: the thresholds its
+// magnitudes reach (each compare is -1 where reached), and x's sign bit. With kStats it counts
+// the saturated elements and the flushed ones (nonzero magnitudes under T1) in 16-bit lanes
+// (negative: the sums of -1 masks).
+template <bool kStats>
+inline __m256i bf16_threshold_codes(const uint16_t* p, const int16_t (*row)[16], __m256i& saturated,
+                                    __m256i& flushed) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i m = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
+  __m256i r[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < (kStats ? 8 : 7); ++i)
+    r[i] = _mm256_cmpgt_epi16(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(row[i])));
+  const __m256i sum =
+      _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(r[0], r[1]), _mm256_add_epi16(r[2], r[3])),
+                       _mm256_add_epi16(_mm256_add_epi16(r[4], r[5]), r[6]));
+  if constexpr (kStats) {
+    saturated = _mm256_add_epi16(saturated, r[7]);
+    flushed = _mm256_add_epi16(
+        flushed, _mm256_sub_epi16(_mm256_cmpgt_epi16(m, _mm256_setzero_si256()), r[0]));
+  }
+  return _mm256_sub_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 12), _mm256_set1_epi16(8)), sum);
+}
+
+// Four blocks' codes in 16-bit lanes in element order as 32 bytes, the even element in the low
+// nibble.
+inline void store_e2m1_blocks4_16(uint8_t* dst, __m256i a, __m256i b, __m256i c, __m256i d) {
+  // Per 128-bit half h: 16-bit units even + 16 * odd of a's pairs 4h..4h+3, then b's (c's, d's).
+  const __m256i ab = _mm256_maddubs_epi16(_mm256_packus_epi16(a, b), _mm256_set1_epi16(0x1001));
+  const __m256i cd = _mm256_maddubs_epi16(_mm256_packus_epi16(c, d), _mm256_set1_epi16(0x1001));
+  // Dwords: a's pairs 0-3, b's, c's, d's, then a's pairs 4-7, b's, c's, d's.
+  const __m256i p = _mm256_packus_epi16(ab, cd);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
 // The codes of two blocks (c0, c1: the first's elements 0-7 and 8-15; c2, c3: the second's),
@@ -272,8 +365,8 @@ struct Nvfp4LaneStats8 {
 // (block_amax_in's 8, or their own by integer maxima of the magnitude bits), scales and factors
 // as vectors, then each block's codes, rounded to nearest or (kSr) stochastically with the
 // words of the 64-column groups from column `col` (a multiple of 16; philox.h's sr_word), two
-// blocks' codes stored at once. Returns the blocks whose factor is NaN (their codes and scales
-// are left for the scalar body, and they are not counted).
+// blocks' codes stored at once. Returns the blocks whose factor is NaN or infinite (their codes
+// and scales are left for the scalar body, and they are not counted).
 template <bool kSr, bool kStats, DType::Id kSrc>
 inline unsigned encode_group8(const void* src, const float* block_amax_in, float tensor_scale,
                               const PhiloxKeys8* keys, uint64_t offset, uint64_t row, int64_t col,
@@ -311,8 +404,10 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
   __m256i scale_codes;
   const __m256 factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
   _mm_storel_epi64(reinterpret_cast<__m128i*>(scales), bytes_of(scale_codes));
-  const __m256 nan_lanes = _mm256_cmp_ps(factor, factor, _CMP_UNORD_Q);
-  const auto nan = static_cast<unsigned>(_mm256_movemask_ps(nan_lanes));
+  // A factor that is NaN or infinite (where x = 0 makes x * factor NaN) is the scalar body's.
+  const __m256 scalar_lanes =
+      _mm256_cmp_ps(factor, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ);
+  const auto to_scalar = static_cast<unsigned>(_mm256_movemask_ps(scalar_lanes));
   alignas(32) float f[8];
   _mm256_store_ps(f, factor);
   // Block k reads word (d + k) % 4 of 64-column group (d + k) / 4 from col's, lanes 0-7 and
@@ -322,19 +417,6 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
   if constexpr (kSr) {
     for (int g = 0; g < (d ? 3 : 2); ++g)
       philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
-  }
-  if constexpr (kSrc == DType::Id::bf16 && !kSr && !kStats) {
-    const __m256 positive = _mm256_and_ps(
-        _mm256_cmp_ps(factor, _mm256_setzero_ps(), _CMP_GT_OQ),
-        _mm256_cmp_ps(factor, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_LT_OQ));
-    if (_mm256_movemask_ps(positive) == 0xFF) {
-      const auto* p = static_cast<const uint16_t*>(src);
-#pragma GCC unroll 4
-      for (int k = 0; k < 8; k += 2)
-        store_e2m1_blocks2_16(codes + 8 * k, bf16_block_codes16(p + 16 * k, _mm256_set1_ps(f[k])),
-                              bf16_block_codes16(p + 16 * k + 16, _mm256_set1_ps(f[k + 1])));
-      return 0;
-    }
   }
   const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(kE2m1Max);
 #pragma GCC unroll 4
@@ -351,7 +433,7 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
         c[j] = e2m1_codes_of_numbers(y);
       }
       if constexpr (kStats) {
-        if (!((nan >> blk) & 1)) {
+        if (!((to_scalar >> blk) & 1)) {
           st->saturated = _mm256_sub_epi32(
               st->saturated, _mm256_castps_si256(_mm256_cmp_ps(abs8(y), six, _CMP_GT_OQ)));
           const __m256i zero_code = _mm256_cmpeq_epi32(_mm256_and_si256(c[j], _mm256_set1_epi32(7)),
@@ -365,21 +447,80 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
     store_e2m1_blocks2(codes + 8 * k, c[0], c[1], c[2], c[3]);
   }
   if constexpr (kStats) {
-    // The blocks' own amax with NaN passed over is a number where the factor is (a block
-    // holding a NaN has a NaN factor); those lanes count 0.
-    const __m256 own_f = _mm256_andnot_ps(nan_lanes, _mm256_castsi256_ps(own));
+    // The blocks' own amax with NaN passed over is a number where the factor is finite (a
+    // block holding a NaN has a NaN factor); the other lanes count 0.
+    const __m256 own_f = _mm256_andnot_ps(scalar_lanes, _mm256_castsi256_ps(own));
     st->best = _mm256_max_ps(own_f, st->best);
-    st->peak = _mm256_max_ps(_mm256_mul_ps(own_f, _mm256_andnot_ps(nan_lanes, factor)), st->peak);
+    st->peak =
+        _mm256_max_ps(_mm256_mul_ps(own_f, _mm256_andnot_ps(scalar_lanes, factor)), st->peak);
   }
-  return nan;
+  return to_scalar;
+}
+
+// encode_group8 of a bfloat16 source rounded to nearest, by the rows of t (Bf16Thresholds):
+// the 8 blocks' amax and scale codes as there, then each block's codes by compares. Returns
+// false, having written nothing, where a block's scale code has no row (a factor that is 0,
+// infinite or NaN).
+template <bool kStats>
+__attribute__((always_inline)) inline bool encode_group8_bf16(const uint16_t* p,
+                                                              const float* block_amax_in,
+                                                              float tensor_scale, Bf16Thresholds& t,
+                                                              uint8_t* codes, uint8_t* scales,
+                                                              Nvfp4LaneStats8* st) {
+  __m256i m[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k)
+    m[k] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
+                            _mm256_set1_epi16(0x7FFF));
+  const __m256i own = transposed_max8_16(m);
+  __m256 amax;
+  if (block_amax_in) {
+    amax = _mm256_loadu_ps(block_amax_in);
+  } else {
+    amax = _mm256_castsi256_ps(
+        _mm256_blendv_epi8(own, _mm256_set1_epi32(static_cast<int>(kQuietNan)),
+                           _mm256_cmpgt_epi32(own, _mm256_set1_epi32(0x7F800000))));
+  }
+  const __m256i code = nvfp4_scale_codes(amax, tensor_scale);
+  const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(code, _mm256_set1_epi32(t.hi)),
+                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(t.lo), code));
+  if (!_mm256_testz_si256(outside, outside)) {
+    alignas(32) int32_t c[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c), code);
+    if (!t.cover(*std::min_element(c, c + 8), *std::max_element(c, c + 8), tensor_scale))
+      return false;
+  }
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(scales), bytes_of(code));
+  // The rows' byte offsets (a row is 256 bytes), one load each instead of a byte's extraction.
+  alignas(32) int32_t offset[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(offset), _mm256_slli_epi32(code, 8));
+  const char* rows = reinterpret_cast<const char*>(t.row);
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, c[4];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    c[k % 4] = bf16_threshold_codes<kStats>(
+        p + 16 * k, reinterpret_cast<const int16_t(*)[16]>(rows + offset[k]), saturated, flushed);
+    if (k % 4 == 3) store_e2m1_blocks4_16(codes + 8 * (k - 3), c[0], c[1], c[2], c[3]);
+  }
+  if constexpr (kStats) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    st->saturated = _mm256_sub_epi32(st->saturated, _mm256_madd_epi16(saturated, ones));
+    st->flushed = _mm256_sub_epi32(st->flushed, _mm256_madd_epi16(flushed, ones));
+    const __m256 own_f = _mm256_castsi256_ps(own);
+    st->best = _mm256_max_ps(own_f, st->best);
+    st->peak =
+        _mm256_max_ps(_mm256_mul_ps(own_f, _mm256_i32gather_ps(t.factor, code, 4)), st->peak);
+  }
+  return true;
 }
 
 // The NVFP4 cast of a segment, 8 blocks at a time (encode_group8); the segment's last blocks
 // that make no group of 8 are cast from a zero-padded copy and their bytes copied out. With
 // kStats it returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast
 // holds: a block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude bits
-// are 0 from x != 0 (not NaN). Blocks whose factor is NaN, and a row's short last block, run
-// the scalar body and are counted by nvfp4_run_stats.
+// are 0 from x != 0 (not NaN). Blocks whose factor is NaN or infinite, and a row's short last
+// block, run the scalar body and are counted by nvfp4_run_stats. A bfloat16 source rounded to
+// nearest takes encode_group8_bf16 where its rows allow.
 template <bool kSr, bool kStats, DType::Id kSrc>
 MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                            const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
@@ -409,12 +550,23 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                                             offset, static_cast<uint64_t>(row),
                                             first_col + b * kNvfp4Block, c, s, &st);
   };
+  // A bfloat16 source rounded to nearest: each group by the thresholds' rows where they serve.
+  constexpr bool kThresholds = kSrc == DType::Id::bf16 && !kSr;
+  Bf16Thresholds* thresholds = kThresholds ? &bf16_thresholds(tensor_scale) : nullptr;
+  auto by_thresholds = [&](const void* x, const float* amax_in, uint8_t* c, uint8_t* s)
+      __attribute__((always_inline)) {
+    if constexpr (kThresholds)
+      return encode_group8_bf16<kStats>(static_cast<const uint16_t*>(x), amax_in, tensor_scale,
+                                        *thresholds, c, s, &st);
+    return false;
+  };
   int64_t b = 0;
   for (; b + 8 <= blocks; b += 8) {
-    for (unsigned nan =
-             group(at(src, dtype, b * kNvfp4Block), block_amax_in ? block_amax_in + b : nullptr, b,
-                   codes + b * kNvfp4Block / 2, scales + b);
-         nan; nan &= nan - 1)
+    const void* x = at(src, dtype, b * kNvfp4Block);
+    const float* amax_in = block_amax_in ? block_amax_in + b : nullptr;
+    uint8_t *c = codes + b * kNvfp4Block / 2, *s = scales + b;
+    if (by_thresholds(x, amax_in, c, s)) continue;
+    for (unsigned nan = group(x, amax_in, b, c, s); nan; nan &= nan - 1)
       scalar_block(b + std::countr_zero(nan), kNvfp4Block);
   }
   if (b < blocks) {
@@ -425,7 +577,8 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
     std::memcpy(x, at(src, dtype, b * kNvfp4Block), count * kNvfp4Block * dtype.itemsize());
     if (block_amax_in) std::copy(block_amax_in + b, block_amax_in + blocks, amax_in);
     uint8_t c[8 * kNvfp4Block / 2], s[8];
-    unsigned nan = group(x, block_amax_in ? amax_in : nullptr, b, c, s);
+    const float* in = block_amax_in ? amax_in : nullptr;
+    unsigned nan = by_thresholds(x, in, c, s) ? 0u : group(x, in, b, c, s);
     std::memcpy(codes + b * kNvfp4Block / 2, c, count * kNvfp4Block / 2);
     std::memcpy(scales + b, s, count);
     for (nan &= (1u << count) - 1; nan; nan &= nan - 1)
@@ -634,8 +787,10 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
     const __m256 factor = nvfp4_block_scales(amax, ts, scale_codes);
     uint8_t* cp = codes + c0 * code_row + m0 / 2;
     uint8_t* sp = scales + c0 * scale_row + m0 / kNvfp4Block;
-    if (_mm256_movemask_ps(_mm256_cmp_ps(factor, factor, _CMP_UNORD_Q)) != 0) {
-      // A NaN factor: the blocks from the transform's rows, by the scalar body.
+    if (_mm256_movemask_ps(_mm256_cmp_ps(
+            factor, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ)) != 0) {
+      // A NaN or infinite factor (x = 0 makes x * factor NaN): the blocks from the transform's
+      // rows, by the scalar body.
       rht_avx2::transpose8(v);
       rht_avx2::transpose8(v + 8);
       alignas(32) float rows[8][kRhtSize];

@@ -2,8 +2,9 @@
 // NVFP4 block is one vector. The per-tensor amax pass; the 1x16 cast (16 blocks' amax, E4M3
 // scales and factors as one vector, then each block's codes, rounded to nearest or
 // stochastically, with the statistics counted from the vectors when asked); Philox4x32-10 on 16
-// lanes. Blocks whose factor is NaN, and a row's short last block, run the scalar body
-// (mx_cast.cpp) and are counted by nvfp4_run_stats.
+// lanes. Blocks whose factor is NaN or infinite, and a row's short last block, run the scalar
+// body (mx_cast.cpp) and are counted by nvfp4_run_stats. A bfloat16 source rounded to nearest
+// takes the AVX2 level's body (nvfp4_cast_avx2.cpp).
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -163,36 +164,6 @@ inline __m512i e2m1_codes_of_numbers(__m512 y) {
                                    _mm512_set1_epi32(8), 0xF8);
 }
 
-// The 32 codes of two bfloat16 blocks under factors that are positive numbers (not 0, infinity
-// or NaN; the first block's in lanes 0-7 of `factor`, the second's in lanes 8-15), in 16-bit
-// lanes in element order. |x| * factor is |x * factor|, so the magnitude codes come from |x| and
-// the sign bit from x's bits in 16-bit lanes. |x|'s bits interleaved below 16 zero bits are
-// float32 lanes of elements 0-3 of each 128-bit lane's 8 (unpacklo) and 4-7 (unpackhi), the
-// first block in lanes 0-7; the 16-bit pack of the two puts them back in order.
-inline __m512i bf16_blocks2_codes16(const uint16_t* p, __m512 factor) {
-  const __m512i v = _mm512_loadu_si512(p);
-  const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi16(0x7FFF));
-  const __m512 lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), mag));
-  const __m512 hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), mag));
-  const __m512i codes = _mm512_packus_epi32(e2m1_magnitude_codes(_mm512_mul_ps(lo, factor)),
-                                            e2m1_magnitude_codes(_mm512_mul_ps(hi, factor)));
-  // codes | ((x >> 12) & 8): the sign into bit 3
-  return _mm512_ternarylogic_epi32(codes, _mm512_srli_epi16(v, 12), _mm512_set1_epi16(8), 0xF8);
-}
-
-// Four blocks' codes in 16-bit lanes in element order (a: blocks 0, 1; b: blocks 2, 3) as 32
-// bytes, the even element in the low nibble: packed to bytes in 128-bit lanes (lane L: 8 codes
-// of a, then 8 of b), paired into 16-bit units (unit 8L + j: pair j of a's lane L, 8L + 4 + j:
-// of b's), put in order and narrowed to bytes.
-inline void store_e2m1_blocks4_16(uint8_t* dst, __m512i a, __m512i b) {
-  const __m512i pairs = _mm512_maddubs_epi16(_mm512_packus_epi16(a, b), _mm512_set1_epi16(0x1001));
-  const __m512i order =
-      _mm512_set_epi16(31, 30, 29, 28, 23, 22, 21, 20, 15, 14, 13, 12, 7, 6, 5, 4,  // blocks 3, 2
-                       27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0);   // blocks 1, 0
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
-                      _mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(order, pairs)));
-}
-
 // The codes of four blocks (16 int32 codes each, at most 15) as 32 bytes, the even element in
 // the low nibble: packed to bytes in 128-bit lanes (lane L: elements 4L..4L + 3 of each block),
 // paired into 16-bit units (even + 16 * odd; unit 8L + 2k + j: pair 2L + j of block k), put in
@@ -226,8 +197,8 @@ struct Nvfp4LaneStats {
 // (block_amax_in's 16, or their own), scales and factors as vectors, then each block's codes
 // from the registers that hold it, rounded to nearest or (kSr) stochastically with the words of
 // the 64-column groups from column `col` (a multiple of 16; philox.h's sr_word). Returns the blocks
-// whose factor is NaN (their codes and scales are left for the scalar body, and they are not
-// counted).
+// whose factor is NaN or infinite (their codes and scales are left for the scalar body, and they
+// are not counted).
 template <bool kSr, bool kStats, DType::Id kSrc>
 inline unsigned encode_group16(const void* src, const float* block_amax_in, float tensor_scale,
                                const PhiloxKeys16* keys, uint64_t offset, uint64_t row, int64_t col,
@@ -252,7 +223,9 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
   __m512i scale_codes;
   const __m512 factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(scale_codes));
-  const __mmask16 nan = _mm512_cmp_ps_mask(factor, factor, _CMP_UNORD_Q);
+  // A factor that is NaN or infinite (where x = 0 makes x * factor NaN) is the scalar body's.
+  const __mmask16 to_scalar = _mm512_cmp_ps_mask(
+      factor, _mm512_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ);
   alignas(64) float f[16];
   _mm512_store_ps(f, factor);
   // Each block's factor is broadcast from memory (a load); left to itself the compiler takes it
@@ -265,25 +238,6 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
   if constexpr (kSr) {
     for (int g = 0; g < (d ? 5 : 4); ++g)
       philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
-  }
-  if constexpr (kSrc == DType::Id::bf16 && !kSr && !kStats) {
-    const __mmask16 positive =
-        _mm512_cmp_ps_mask(factor, _mm512_setzero_ps(), _CMP_GT_OQ) &
-        _mm512_cmp_ps_mask(factor, _mm512_set1_ps(std::numeric_limits<float>::infinity()),
-                           _CMP_LT_OQ);
-    if (positive == 0xFFFF) {
-      const auto* p = static_cast<const uint16_t*>(src);
-      __m512i c2[2];
-#pragma GCC unroll 8
-      for (int k = 0; k < 16; k += 2) {
-        // Lanes 0-7: block k's factor, 8-15: block k + 1's.
-        const __m512i pick = _mm512_add_epi32(
-            _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), _mm512_set1_epi32(k));
-        c2[(k / 2) % 2] = bf16_blocks2_codes16(p + 16 * k, _mm512_permutexvar_ps(pick, factor));
-        if (k % 4 == 2) store_e2m1_blocks4_16(codes + 8 * (k - 2), c2[0], c2[1]);
-      }
-      return 0;
-    }
   }
   const __m512 six = _mm512_set1_ps(kE2m1Max);
   __m512i c4[4];
@@ -298,8 +252,8 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
     }
     if (k % 4 == 3) store_e2m1_blocks4(codes + 8 * (k - 3), c4[0], c4[1], c4[2], c4[3]);
     if constexpr (kStats) {
-      // A block whose factor is NaN counts zero here (its lanes' masks are cleared).
-      const __mmask16 live = (nan >> k) & 1 ? 0 : 0xFFFF;
+      // A block the scalar body casts counts zero here (its lanes' masks are cleared).
+      const __mmask16 live = (to_scalar >> k) & 1 ? 0 : 0xFFFF;
       const __m512i one = _mm512_set1_epi32(1);
       const __mmask16 over = _mm512_mask_cmp_ps_mask(live, abs16(y), six, _CMP_GT_OQ);
       st->saturated = _mm512_mask_add_epi32(st->saturated, over, st->saturated, one);
@@ -309,22 +263,22 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
     }
   }
   if constexpr (kStats) {
-    // The blocks' own amax with NaN passed over is a number where the factor is (a block
-    // holding a NaN has a NaN factor).
+    // The blocks' own amax with NaN passed over is a number where the factor is finite (a
+    // block holding a NaN has a NaN factor).
     const __m512 own_f = _mm512_castsi512_ps(own);
-    st->best = _mm512_mask_max_ps(st->best, static_cast<__mmask16>(~nan), own_f, st->best);
-    st->peak = _mm512_mask_max_ps(st->peak, static_cast<__mmask16>(~nan),
+    st->best = _mm512_mask_max_ps(st->best, static_cast<__mmask16>(~to_scalar), own_f, st->best);
+    st->peak = _mm512_mask_max_ps(st->peak, static_cast<__mmask16>(~to_scalar),
                                   _mm512_mul_ps(own_f, factor), st->peak);
   }
-  return nan;
+  return to_scalar;
 }
 
 // The NVFP4 cast of a segment, 16 blocks at a time (encode_group16); the segment's last blocks
 // that make no group of 16 are cast from a zero-padded copy and their bytes copied out. With
 // kStats it returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast
 // holds: each block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude
-// bits are 0 from x != 0 (not NaN). Blocks whose factor is NaN, and a row's short last block,
-// run the scalar body and are counted by nvfp4_run_stats.
+// bits are 0 from x != 0 (not NaN). Blocks whose factor is NaN or infinite, and a row's short
+// last block, run the scalar body and are counted by nvfp4_run_stats.
 template <bool kSr, bool kStats, DType::Id kSrc>
 MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                            const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
@@ -405,10 +359,15 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
 
 namespace avx512 {
 
+// A bfloat16 source rounded to nearest takes the AVX2 level's body (nvfp4_cast_avx2.cpp): its
+// codes by 16-bit compares against per-scale thresholds cost no more in 256-bit vectors, where
+// 512-bit ones would assemble two blocks' thresholds for every compare.
 void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
                   const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
-  nvfp4_encode_body<false, false>(src, dtype, n, tensor_scale, block_amax_in, 0, 0, 0, 0, codes,
-                                  scales);
+  if (dtype == kBFloat16)
+    return avx2::nvfp4_encode(src, dtype, n, tensor_scale, block_amax_in, codes, scales);
+  nvfp4_encode_as<false, false, DType::Id::f32>(src, n, tensor_scale, block_amax_in, 0, 0, 0, 0,
+                                                codes, scales);
 }
 
 void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale,
@@ -425,8 +384,11 @@ MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float ten
   if (stochastic)
     return nvfp4_encode_body<true, true>(src, dtype, n, tensor_scale, block_amax_in, seed, offset,
                                          row, first_col, codes, scales);
-  return nvfp4_encode_body<false, true>(src, dtype, n, tensor_scale, block_amax_in, 0, 0, 0, 0,
-                                        codes, scales);
+  if (dtype == kBFloat16)
+    return avx2::nvfp4_encode_stats(src, dtype, n, tensor_scale, block_amax_in, false, 0, 0, 0, 0,
+                                    codes, scales);
+  return nvfp4_encode_as<false, true, DType::Id::f32>(src, n, tensor_scale, block_amax_in, 0, 0, 0,
+                                                      0, codes, scales);
 }
 
 // mxfp4_sr.h's cast on 16 lanes: each 1x32 block's E8M0 floor scale, then the stochastic rounding
