@@ -100,6 +100,11 @@ RowwiseFp8 quantize_rows(const Tensor& x, DType fp8, bool power_2) {
   // A bfloat16 row under a power-of-2 E4M3 scale takes the 16-bit-lane cast (rowwise_cast.h).
   const bool bf16_lanes = f.dtype() == kBFloat16 && fp8 == kFloat8_e4m3fn && power_2 &&
                           kernels::fp8::rowwise_bf16_usable();
+  // A float32 one takes it too, its values rounded to odd at bfloat16's width.
+  const bool f32_lanes = f.dtype() == kFloat32 && fp8 == kFloat8_e4m3fn && power_2 &&
+                         kernels::fp8::rowwise_bf16_usable();
+  // Codes beyond what the caches hold (8 MiB, a quarter of the L3) are streamed past them.
+  const bool stream = rows * cols >= (int64_t{8} << 20);
   int64_t saturated = 0, flushed = 0;
   // Each row's amax, then its cast while the row is in cache.
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
@@ -107,7 +112,13 @@ RowwiseFp8 quantize_rows(const Tensor& x, DType fp8, bool power_2) {
     const auto i = static_cast<size_t>(r);
     kernels::fp8::CastStats st;
     const auto* bits = static_cast<const uint16_t*>(static_cast<const void*>(row_ptr(f, r)));
-    if (bf16_lanes && kernels::fp8::bf16_amax_without_nan(bits, cols, &amaxes[i])) {
+    const auto* values = reinterpret_cast<const float*>(row_ptr(f, r));
+    if (f32_lanes && kernels::fp8::f32_amax_without_nan(values, cols, &amaxes[i])) {
+      scales[i] = torchao_scale(amaxes[i], max, power_2);
+      if (!kernels::fp8::cast_f32_pow2(values, dst + r * cols, cols, scales[i], amaxes[i], &st,
+                                       r + 1 < rows ? values + cols : nullptr, stream))
+        st = kernels::fp8::scaled_cast(values, f.dtype(), dst + r * cols, cols, scales[i], fp8);
+    } else if (bf16_lanes && kernels::fp8::bf16_amax_without_nan(bits, cols, &amaxes[i])) {
       scales[i] = torchao_scale(amaxes[i], max, power_2);
       if (!kernels::fp8::cast_bf16_pow2(bits, dst + r * cols, cols, scales[i], amaxes[i], &st))
         st = kernels::fp8::scaled_cast(bits, f.dtype(), dst + r * cols, cols, scales[i], fp8);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cfloat>
@@ -21,6 +22,7 @@
 #include "fp8/fp8_training_fixture.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/fp8/rowwise_cast.h"
+#include "mantissa/core/bfloat16.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
 #include "mantissa/mantissa.h"
@@ -280,25 +282,55 @@ TEST(Fp8Rowwise, Bf16PowerOfTwoCastIsTheScalarCastForEveryValue) {
     EXPECT_EQ(st.saturated, ref.saturated);
     EXPECT_EQ(st.flushed, ref.flushed);
     if (e < 127) EXPECT_GT(ref.flushed, 0);  // (2^-133 * 2^127 is E4M3's 2^-6)
-    // As columns: each column its own scale, 2^e or 2^(e - 1) (a smaller product).
-    const int64_t cols = 37, rows = n / cols;
-    std::vector<float> scales(cols), amaxes(cols, 0.0f);
-    for (int64_t c = 0; c < cols; ++c) {
-      scales[static_cast<size_t>(c)] = c % 3 == 0 ? scale / 2 : scale;
-      for (int64_t r = 0; r < rows; ++r)
-        amaxes[static_cast<size_t>(c)] =
-            std::max(amaxes[static_cast<size_t>(c)],
-                     std::fabs(std::bit_cast<float>(uint32_t{v[r * cols + c]} << 16)));
-    }
+    // As columns: each column its own scale, 2^e or 2^(e - 1) (a smaller product); 37 columns
+    // (16 at a time, a tail) and 200 (64 at a time where every scale is at most 2^120).
     if (e == -126) continue;  // 2^-127 is not a normal scale
-    ASSERT_TRUE(kernels::fp8::cast_columns_bf16_pow2(v.data(), got.data(), rows, cols,
-                                                     scales.data(), amaxes.data(), &st));
-    ref = kernels::fp8::scaled_cast_columns(v.data(), kBFloat16, want.data(), rows, cols,
-                                            scales.data(), kFloat8_e4m3fn, SimdLevel::kScalar);
-    for (int64_t i = 0; i < rows * cols; ++i)
-      ASSERT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << i;
+    for (const int64_t cols : {37, 200}) {
+      const int64_t rows = n / cols;
+      std::vector<float> scales(cols), amaxes(cols, 0.0f);
+      for (int64_t c = 0; c < cols; ++c) {
+        scales[static_cast<size_t>(c)] = c % 3 == 0 ? scale / 2 : scale;
+        for (int64_t r = 0; r < rows; ++r)
+          amaxes[static_cast<size_t>(c)] =
+              std::max(amaxes[static_cast<size_t>(c)],
+                       std::fabs(std::bit_cast<float>(uint32_t{v[r * cols + c]} << 16)));
+      }
+      ASSERT_TRUE(kernels::fp8::cast_columns_bf16_pow2(v.data(), got.data(), rows, cols,
+                                                       scales.data(), amaxes.data(), &st));
+      ref = kernels::fp8::scaled_cast_columns(v.data(), kBFloat16, want.data(), rows, cols,
+                                              scales.data(), kFloat8_e4m3fn, SimdLevel::kScalar);
+      for (int64_t i = 0; i < rows * cols; ++i)
+        ASSERT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << cols << " " << i;
+      EXPECT_EQ(st.saturated, ref.saturated);
+      EXPECT_EQ(st.flushed, ref.flushed);
+    }
+  }
+  {
+    // A matrix large enough that the columns' codes are streamed past the caches (8 Mi values),
+    // with a subnormal code here and there.
+    const int64_t rows = 2048, cols = 4096;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    std::vector<uint16_t> m(static_cast<size_t>(rows * cols));
+    for (auto& b : m) b = float_to_bf16_bits(nd(rng));
+    for (size_t i = 0; i < m.size(); i += 7919) m[i] = 0x0001;
+    std::vector<float> scales(cols), amaxes(cols);
+    ASSERT_TRUE(kernels::fp8::bf16_column_amax_without_nan(m.data(), rows, cols, amaxes.data()));
+    for (int64_t c = 0; c < cols; ++c)
+      scales[static_cast<size_t>(c)] =
+          std::ldexp(1.0f, static_cast<int>(std::floor(std::log2(448.0f / amaxes[c]))));
+    std::vector<uint8_t> want(m.size()), buffer(m.size() + 32);
+    uint8_t* got = buffer.data() + (32 - reinterpret_cast<uintptr_t>(buffer.data()) % 32) % 32;
+    kernels::fp8::CastStats st;
+    ASSERT_TRUE(kernels::fp8::cast_columns_bf16_pow2(m.data(), got, rows, cols, scales.data(),
+                                                     amaxes.data(), &st));
+    const kernels::fp8::CastStats ref =
+        kernels::fp8::scaled_cast_columns(m.data(), kBFloat16, want.data(), rows, cols,
+                                          scales.data(), kFloat8_e4m3fn, SimdLevel::kScalar);
+    EXPECT_EQ(want, std::vector<uint8_t>(got, got + m.size()));
     EXPECT_EQ(st.saturated, ref.saturated);
     EXPECT_EQ(st.flushed, ref.flushed);
+    EXPECT_GT(ref.flushed, 0);
   }
   // Where the preconditions fail the kernels decline: a scale that is no power of two, 0, an
   // infinite amax, a product above 448.
@@ -321,6 +353,74 @@ TEST(Fp8Rowwise, Bf16PowerOfTwoCastIsTheScalarCastForEveryValue) {
   ASSERT_TRUE(kernels::fp8::bf16_column_amax_without_nan(nan_row.data(), 2, 20, col_amax.data()));
   EXPECT_EQ(col_amax[13], 2.0f);
   EXPECT_EQ(col_amax[12], 1.0f);
+}
+
+// The float32 rows' cast under a power-of-2 scale 2^e (cast_f32_pow2: the bits rounded to odd at
+// bfloat16's width, then the 16-bit-lane codes) against the scalar cast: every finite bfloat16
+// value whose product stays within 448 with low halves 0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF and
+// one drawn (E4M3's ties, the values beside them, a bottom half that alone decides the rounding,
+// subnormal codes and inputs, zeros of both signs), shuffled so that the 64-value steps with a
+// subnormal or flushed code lie among the others, and a tail of 23.
+TEST(Fp8Rowwise, Float32PowerOfTwoCastIsTheScalarCast) {
+  if (!kernels::fp8::rowwise_bf16_usable()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(5);
+  for (int e : {-126, -100, -20, -7, 0, 3, 9, 40, 100, 120}) {
+    SCOPED_TRACE(fmt::format("scale 2^{}", e));
+    const float scale = std::ldexp(1.0f, e);
+    std::vector<float> v;
+    float amax = 0.0f;
+    for (uint32_t b = 0; b < 0x10000u; ++b)
+      for (uint32_t low :
+           {0u, 1u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu, static_cast<uint32_t>(rng() & 0xFFFFu)}) {
+        const float x = std::bit_cast<float>(b << 16 | low);
+        if (!std::isfinite(x) || !(std::fabs(x) * scale <= 448.0f)) continue;
+        v.push_back(x);
+        amax = std::max(amax, std::fabs(x));
+      }
+    std::shuffle(v.begin(), v.end(), rng);
+    v.resize(v.size() / 64 * 64 + 23);
+    const auto n = static_cast<int64_t>(v.size());
+    amax = 0.0f;
+    for (float x : v) amax = std::max(amax, std::fabs(x));
+    std::vector<uint8_t> want(v.size()), buffer(v.size() + 32);
+    const kernels::fp8::CastStats ref = kernels::fp8::detail::scaled_cast_scalar(
+        v.data(), kFloat32, want.data(), n, scale, kFloat8_e4m3fn);
+    EXPECT_GT(ref.flushed, 0);
+    // Plain stores, and streamed into a 32-byte aligned buffer with the next values fetched.
+    for (const bool stream : {false, true}) {
+      uint8_t* got = buffer.data() + (32 - reinterpret_cast<uintptr_t>(buffer.data()) % 32) % 32;
+      kernels::fp8::CastStats st;
+      ASSERT_TRUE(kernels::fp8::cast_f32_pow2(v.data(), got, n, scale, amax, &st,
+                                              stream ? v.data() : nullptr, stream));
+      for (size_t i = 0; i < v.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << "float32 bits " << std::hex << std::bit_cast<uint32_t>(v[i]);
+      EXPECT_EQ(st.saturated, ref.saturated);
+      EXPECT_EQ(st.flushed, ref.flushed);
+      EXPECT_EQ(st.amax, amax);
+    }
+  }
+  // f32_amax_without_nan: the largest magnitude, inf kept; false with a NaN.
+  float amax = 0.0f;
+  std::vector<float> nan_row(40, 1.0f);
+  nan_row[33] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(kernels::fp8::f32_amax_without_nan(nan_row.data(), 40, &amax));
+  nan_row[33] = -2.0f;
+  nan_row[39] = -3.0f;  // in the scalar tail
+  ASSERT_TRUE(kernels::fp8::f32_amax_without_nan(nan_row.data(), 40, &amax));
+  EXPECT_EQ(amax, 3.0f);
+  nan_row[7] = -kInf;
+  ASSERT_TRUE(kernels::fp8::f32_amax_without_nan(nan_row.data(), 40, &amax));
+  EXPECT_EQ(amax, kInf);
+  // Where the cast's preconditions fail it declines: a scale that is no power of two, 0, above
+  // 2^120, an infinite amax, a product above 448.
+  const std::vector<float> one(16, 1.0f);
+  std::vector<uint8_t> out(16);
+  kernels::fp8::CastStats st;
+  EXPECT_FALSE(kernels::fp8::cast_f32_pow2(one.data(), out.data(), 16, 3.0f, 1.0f, &st));
+  EXPECT_FALSE(kernels::fp8::cast_f32_pow2(one.data(), out.data(), 16, 0.0f, 1.0f, &st));
+  EXPECT_FALSE(kernels::fp8::cast_f32_pow2(one.data(), out.data(), 16, 0x1p121f, 0x1p-121f, &st));
+  EXPECT_FALSE(kernels::fp8::cast_f32_pow2(one.data(), out.data(), 16, 256.0f, kInf, &st));
+  EXPECT_FALSE(kernels::fp8::cast_f32_pow2(one.data(), out.data(), 16, 512.0f, 1.0f, &st));
 }
 
 // quantize_rows and quantize_columns of a bfloat16 tensor (the 16-bit-lane casts where a row or

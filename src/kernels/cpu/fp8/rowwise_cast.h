@@ -1,5 +1,6 @@
 #pragma once
 // The rowwise recipes' E4M3 casts of a bfloat16 operand under power-of-2 scales (fp8/rowwise.h),
+// and of a float32 one's rows,
 // on AVX2 with sixteen elements a vector in 16-bit lanes: x * 2^e is x's bits with e added to
 // the exponent field, and E4M3's rounding of a normal result drops four of bfloat16's seven
 // mantissa bits (round to nearest even by integer adds). A vector holding an element whose code
@@ -25,6 +26,16 @@ bool bf16_amax_without_nan(const uint16_t* src, int64_t n, float* amax);
 // counts (CastStats::amax set to `amax`); amax: max |src[i]|.
 bool cast_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t n, float scale, float amax,
                     CastStats* stats);
+
+// max |x| over n float32 values (amax()'s value); false where a NaN is among them.
+bool f32_amax_without_nan(const float* src, int64_t n, float* amax);
+
+// cast_bf16_pow2 of float32 values: their bits rounded to odd at bfloat16's width take the same
+// 16-bit-lane codes. Also false for scales above 2^120. next: null, or the n values read next
+// (the next row), fetched into L1 while these are cast; stream: the codes bypass the caches
+// (where dst is 32-byte aligned).
+bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, float scale, float amax,
+                   CastStats* stats, const float* next = nullptr, bool stream = false);
 
 // column_amax() of a row-major [rows, cols] bfloat16 matrix into amax[cols]; false where a NaN
 // is among the values.

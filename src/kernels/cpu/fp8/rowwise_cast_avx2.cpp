@@ -186,6 +186,100 @@ MANTISSA_AVX2 bool cast_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t n, 
   return true;
 }
 
+namespace {
+// The bits of 16 float32 values (two vectors) rounded to odd at bfloat16's width, as 16-bit lanes
+// holding values 0-3 8-11 | 4-7 12-15: the top half of each, its lowest bit set where the bottom
+// half is not 0. Rounding that to E4M3's three mantissa bits to nearest even gives the float32
+// value's rounding (eight bits, at least two more than three, keep every tie and every value
+// beside one apart), and a nonzero value never becomes 0.
+MANTISSA_AVX2 inline __m256i odd16(const float* p) {
+  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
+  // min_epu16 with 1 in each dword's low word and 0 in its high word: 1 where the low half is
+  // not 0.
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i t0 = _mm256_or_si256(_mm256_srli_epi32(x0, 16), _mm256_min_epu16(x0, one));
+  const __m256i t1 = _mm256_or_si256(_mm256_srli_epi32(x1, 16), _mm256_min_epu16(x1, one));
+  return _mm256_packus_epi32(t0, t1);
+}
+}  // namespace
+
+MANTISSA_AVX2 bool f32_amax_without_nan(const float* src, int64_t n, float* amax) {
+  // The largest magnitude bits (a NaN's lie above infinity's), two vectors a step.
+  const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_epi32(
+        m0, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)), abs));
+    m1 = _mm256_max_epi32(
+        m1,
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 8)), abs));
+  }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_max_epi32(m0, m1));
+  uint32_t m = 0;
+  for (uint32_t l : lanes) m = std::max(m, l);
+  for (; i < n; ++i) m = std::max(m, std::bit_cast<uint32_t>(src[i]) & 0x7FFFFFFFu);
+  if (m > 0x7F800000u) return false;
+  *amax = std::bit_cast<float>(m);
+  return true;
+}
+
+MANTISSA_AVX2 bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, float scale, float amax,
+                                 CastStats* stats, const float* next, bool stream) {
+  stream = stream && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  LaneScale ls{};
+  if (!lane_scale(scale, amax, &ls) || !ls.in_range) return false;
+  const __m256i rebias = _mm256_set1_epi16(ls.rebias);
+  const __m256i normal_from = _mm256_set1_epi16(ls.normal_from);
+  const __m256 s = _mm256_set1_ps(scale);
+  // odd16's order, packed to bytes by packus_epi16, back in element order.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  Counts counts;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const float* p = src + i;
+    if (next) {  // the next row's four lines at this place, while this row is cast from L1
+      for (int l = 0; l < 4; ++l)
+        _mm_prefetch(reinterpret_cast<const char*>(next + i + 16 * l), _MM_HINT_T0);
+    }
+    __m256i low = _mm256_set1_epi16(-1);
+    const __m256i c0 = detail::codes16_pow2_in_range<3, 7>(odd16(p), rebias, &low);
+    const __m256i c1 = detail::codes16_pow2_in_range<3, 7>(odd16(p + 16), rebias, &low);
+    const __m256i c2 = detail::codes16_pow2_in_range<3, 7>(odd16(p + 32), rebias, &low);
+    const __m256i c3 = detail::codes16_pow2_in_range<3, 7>(odd16(p + 48), rebias, &low);
+    __m256i b0 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(c0, c1), order);
+    __m256i b1 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(c2, c3), order);
+    if (detail::any_below(low, normal_from)) [[unlikely]] {
+      // A subnormal or flushed code among them: the 64 in float32 lanes.
+      __m256i c[8];
+      for (int v = 0; v < 8; ++v) c[v] = exact8(_mm256_loadu_ps(p + 8 * v), s, counts);
+      b0 = detail::pack32_bytes(c[0], c[1], c[2], c[3]);
+      b1 = detail::pack32_bytes(c[4], c[5], c[6], c[7]);
+    }
+    auto* out = reinterpret_cast<__m256i*>(dst + i);
+    if (stream) {
+      _mm256_stream_si256(out, b0);
+      _mm256_stream_si256(out + 1, b1);
+    } else {
+      _mm256_storeu_si256(out, b0);
+      _mm256_storeu_si256(out + 1, b1);
+    }
+  }
+  if (stream) _mm_sfence();
+  if (i < n) {
+    const CastStats tail =
+        detail::scaled_cast_avx2(src + i, kFloat32, dst + i, n - i, scale, kFloat8_e4m3fn);
+    counts.saturated += tail.saturated;
+    counts.flushed += tail.flushed;
+  }
+  stats->amax = amax;
+  stats->saturated = counts.saturated;
+  stats->flushed = counts.flushed;
+  return true;
+}
+
 MANTISSA_AVX2 bool bf16_column_amax_without_nan(const uint16_t* src, int64_t rows, int64_t cols,
                                                 float* amax) {
   // Row by row through the matrix (in memory order), four rows a step, each column's running
@@ -227,37 +321,88 @@ MANTISSA_AVX2 bool bf16_column_amax_without_nan(const uint16_t* src, int64_t row
   return true;
 }
 
+namespace {
+// codes16_pow2_in_range of the 16 columns at `in` under their rebias `rb`; `below` gets nonzero
+// lanes where 0 < |h| < normal_from (nf1: normal_from - 1 of each column).
+MANTISSA_AVX2 inline __m256i column_codes16(const uint16_t* in, const uint16_t* rb,
+                                            const uint16_t* nf1, __m256i* below) {
+  __m256i low = _mm256_set1_epi16(-1);
+  const __m256i c = detail::codes16_pow2_in_range<3, 7>(load16(in), load16(rb), &low);
+  *below = _mm256_or_si256(*below, _mm256_subs_epu16(load16(nf1), low));
+  return c;
+}
+}  // namespace
+
 MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t rows,
                                           int64_t cols, const float* scales, const float* amax,
                                           CastStats* stats) {
   const int64_t vec_cols = cols / 16 * 16;
   std::vector<int16_t> exponent_add(static_cast<size_t>(vec_cols)),
-      normal_from(static_cast<size_t>(vec_cols));
+      normal_from(static_cast<size_t>(vec_cols)), rebias(static_cast<size_t>(vec_cols));
   float largest = 0.0f;
+  bool in_range = true;
   for (int64_t c = 0; c < cols; ++c) {
     LaneScale ls{};
     if (!lane_scale(scales[c], amax[c], &ls)) return false;
     if (c < vec_cols) {
       exponent_add[static_cast<size_t>(c)] = ls.exponent_add;
       normal_from[static_cast<size_t>(c)] = ls.normal_from;
+      rebias[static_cast<size_t>(c)] = ls.rebias;
+      in_range = in_range && ls.in_range;
     }
     largest = std::max(largest, amax[c]);
   }
+  // 64 columns a step through codes16_pow2_in_range where every column's scale allows it.
+  const int64_t wide_cols = in_range ? vec_cols / 64 * 64 : 0;
+  // Codes beyond what the caches hold (8 MiB, a quarter of the L3) are streamed past them.
+  const bool stream = rows * cols >= (int64_t{8} << 20);
+  const auto* ea = reinterpret_cast<const uint16_t*>(exponent_add.data());
+  const auto* nf = reinterpret_cast<const uint16_t*>(normal_from.data());
+  const auto* rb = reinterpret_cast<const uint16_t*>(rebias.data());
+  std::vector<int16_t> normal_from_less_1(static_cast<size_t>(vec_cols));
+  for (size_t c = 0; c < normal_from.size(); ++c)
+    normal_from_less_1[c] = static_cast<int16_t>(normal_from[c] - 1);
+  const auto* nf1 = reinterpret_cast<const uint16_t*>(normal_from_less_1.data());
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > kChunk)
   for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* in = src + r * cols;
     uint8_t* out = dst + r * cols;
+    const bool streamed = stream && reinterpret_cast<uintptr_t>(out) % 32 == 0;
     Counts counts;
-    for (int64_t c = 0; c < vec_cols; c += 16) {
+    // The 16 codes of columns c.. by codes16_pow2, in float32 lanes where one is subnormal.
+    const auto codes_at = [&](int64_t c) MANTISSA_AVX2 {
       const __m256i h = load16(in + c);
       int slow = 0;
-      __m256i code = codes16(h, load16(reinterpret_cast<const uint16_t*>(&exponent_add[c])),
-                             load16(reinterpret_cast<const uint16_t*>(&normal_from[c])), &slow);
-      if (slow)
-        code = exact16(h, _mm256_loadu_ps(scales + c), _mm256_loadu_ps(scales + c + 8), counts);
-      store16(out + c, code);
+      const __m256i code = codes16(h, load16(ea + c), load16(nf + c), &slow);
+      return slow ? exact16(h, _mm256_loadu_ps(scales + c), _mm256_loadu_ps(scales + c + 8), counts)
+                  : code;
+    };
+    int64_t c = 0;
+    for (; c < wide_cols; c += 64) {
+      __m256i below = _mm256_setzero_si256();
+      __m256i c0 = column_codes16(in + c, rb + c, nf1 + c, &below);
+      __m256i c1 = column_codes16(in + c + 16, rb + c + 16, nf1 + c + 16, &below);
+      __m256i c2 = column_codes16(in + c + 32, rb + c + 32, nf1 + c + 32, &below);
+      __m256i c3 = column_codes16(in + c + 48, rb + c + 48, nf1 + c + 48, &below);
+      if (!_mm256_testz_si256(below, below)) [[unlikely]] {
+        c0 = codes_at(c);
+        c1 = codes_at(c + 16);
+        c2 = codes_at(c + 32);
+        c3 = codes_at(c + 48);
+      }
+      const __m256i b0 = detail::pack32_bytes16(c0, c1);
+      const __m256i b1 = detail::pack32_bytes16(c2, c3);
+      auto* o = reinterpret_cast<__m256i*>(out + c);
+      if (streamed) {
+        _mm256_stream_si256(o, b0);
+        _mm256_stream_si256(o + 1, b1);
+      } else {
+        _mm256_storeu_si256(o, b0);
+        _mm256_storeu_si256(o + 1, b1);
+      }
     }
+    for (; c < vec_cols; c += 16) store16(out + c, codes_at(c));
     if (vec_cols < cols) {
       const CastStats tail =
           detail::scaled_cast_each_scalar(in + vec_cols, kBFloat16, out + vec_cols, cols - vec_cols,
@@ -268,6 +413,7 @@ MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int
     saturated += counts.saturated;
     flushed += counts.flushed;
   }
+  if (stream) _mm_sfence();
   stats->amax = largest;
   stats->saturated = saturated;
   stats->flushed = flushed;
