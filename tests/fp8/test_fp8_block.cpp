@@ -458,42 +458,46 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
 // 128x128 blocks of rows wider than a group (kBlockGroupBytes of each row: bfloat16 two groups,
 // the second of two full blocks and a narrow one; float32 three) at every SIMD level give the
 // scalar level's codes, scales and statistics, with a NaN and an inf in the second group, an
-// all-zero block in the first and a short last band.
+// all-zero block in the first and a short last band; and of one short band (100 rows), whose
+// blocks are shared out between threads in narrower groups where there are two or more.
 TEST(Fp8Block, BlocksOfRowsWiderThanAGroupAreTheScalarCast) {
-  const int64_t cols = kf::kBlockGroupBytes / 2 + 2 * 128 + 40, rows = 130;
-  std::vector<float> v = wide_normal(rows * cols, 13, 4.0f);
-  const auto at = [&](int64_t r, int64_t c) -> float& {
-    return v[static_cast<size_t>(r * cols + c)];
-  };
-  const int64_t second = kf::kBlockGroupBytes / 2;  // bfloat16's second group, float32's third
-  at(3, second + 5) = std::numeric_limits<float>::quiet_NaN();
-  at(100, second + 130) = std::numeric_limits<float>::infinity();
-  at(129, kf::kBlockGroupBytes / 4 + 7) = -std::numeric_limits<float>::quiet_NaN();
-  for (int64_t r = 0; r < 128; ++r)
-    for (int64_t c = 128; c < 256; ++c) at(r, c) = 0.0f;
-  for (const DType dt : {kBFloat16, kFloat32}) {
-    const Tensor x = tensor(v, {rows, cols}).to(dt);
-    for (const bool power_2 : {true, false}) {
-      const auto run = [&](SimdLevel level, std::vector<uint8_t>& codes, std::vector<float>& inv) {
-        codes.assign(static_cast<size_t>(rows * cols), 0);
-        inv.assign(static_cast<size_t>(kf::block_count(rows) * kf::block_count(cols)), 0.0f);
-        return kf::quantize_128x128(x.data_ptr(), dt, rows, cols, cols, codes.data(), inv.data(),
-                                    kFloat8_e4m3fn, power_2, 0.0f, level);
-      };
-      std::vector<uint8_t> want_codes, got_codes;
-      std::vector<float> want_inv, got_inv;
-      const kf::BlockCastStats want = run(SimdLevel::kScalar, want_codes, want_inv);
-      EXPECT_TRUE(std::isinf(want.amax));
-      for (SimdLevel level : simd_levels_here()) {
-        SCOPED_TRACE(std::string(dt.name()) + " " + simd_level_name(level) +
-                     (power_2 ? " power-2" : " fp32"));
-        const kf::BlockCastStats got = run(level, got_codes, got_inv);
-        EXPECT_EQ(got_codes, want_codes);
-        EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
-        EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
-        EXPECT_EQ(got.saturated, want.saturated);
-        EXPECT_EQ(got.flushed, want.flushed);
-        EXPECT_EQ(got.peak, want.peak);
+  for (const int64_t rows : {130, 100}) {
+    const int64_t cols = kf::kBlockGroupBytes / 2 + 2 * 128 + 40;
+    std::vector<float> v = wide_normal(rows * cols, 13, 4.0f);
+    const auto at = [&](int64_t r, int64_t c) -> float& {
+      return v[static_cast<size_t>(r * cols + c)];
+    };
+    const int64_t second = kf::kBlockGroupBytes / 2;  // bfloat16's second group, float32's third
+    at(3, second + 5) = std::numeric_limits<float>::quiet_NaN();
+    at(rows - 30, second + 130) = std::numeric_limits<float>::infinity();
+    at(rows - 1, kf::kBlockGroupBytes / 4 + 7) = -std::numeric_limits<float>::quiet_NaN();
+    for (int64_t r = 0; r < std::min<int64_t>(rows, 128); ++r)
+      for (int64_t c = 128; c < 256; ++c) at(r, c) = 0.0f;
+    for (const DType dt : {kBFloat16, kFloat32}) {
+      const Tensor x = tensor(v, {rows, cols}).to(dt);
+      for (const bool power_2 : {true, false}) {
+        const auto run = [&](SimdLevel level, std::vector<uint8_t>& codes,
+                             std::vector<float>& inv) {
+          codes.assign(static_cast<size_t>(rows * cols), 0);
+          inv.assign(static_cast<size_t>(kf::block_count(rows) * kf::block_count(cols)), 0.0f);
+          return kf::quantize_128x128(x.data_ptr(), dt, rows, cols, cols, codes.data(), inv.data(),
+                                      kFloat8_e4m3fn, power_2, 0.0f, level);
+        };
+        std::vector<uint8_t> want_codes, got_codes;
+        std::vector<float> want_inv, got_inv;
+        const kf::BlockCastStats want = run(SimdLevel::kScalar, want_codes, want_inv);
+        EXPECT_TRUE(std::isinf(want.amax));
+        for (SimdLevel level : simd_levels_here()) {
+          SCOPED_TRACE(std::to_string(rows) + " rows " + std::string(dt.name()) + " " +
+                       simd_level_name(level) + (power_2 ? " power-2" : " fp32"));
+          const kf::BlockCastStats got = run(level, got_codes, got_inv);
+          EXPECT_EQ(got_codes, want_codes);
+          EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
+          EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+          EXPECT_EQ(got.saturated, want.saturated);
+          EXPECT_EQ(got.flushed, want.flushed);
+          EXPECT_EQ(got.peak, want.peak);
+        }
       }
     }
   }

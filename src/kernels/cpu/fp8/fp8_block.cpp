@@ -10,6 +10,8 @@
 #include <cmath>
 #include <limits>
 
+#include <omp.h>
+
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/mx/transpose_tiles.h"
 #include "mantissa/core/bfloat16.h"
@@ -293,8 +295,14 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
   const bool fast = e4m3_tiles(src_dtype, fp8, level);
   // Blocks are taken a group side by side (kBlockGroupBytes of each row): the amax pass and
   // then the cast read each of the group's rows in memory order, the second time from cache,
-  // where a block at a time would read 128 short runs far apart.
-  const int64_t group = kBlockGroupBytes / (kBlockLen * static_cast<int64_t>(src_dtype.itemsize()));
+  // where a block at a time would read 128 short runs far apart. With fewer bands of blocks than
+  // threads, a band's blocks are shared out in narrower groups, so that every thread has one.
+  int64_t group = kBlockGroupBytes / (kBlockLen * static_cast<int64_t>(src_dtype.itemsize()));
+  const int64_t threads = omp_get_max_threads();
+  if (block_rows < threads && rows * cols > (1 << 15)) {
+    const int64_t per_band = (threads + block_rows - 1) / block_rows;
+    group = std::max<int64_t>(1, std::min(group, (block_cols + per_band - 1) / per_band));
+  }
   const int64_t groups = (block_cols + group - 1) / group;
   float amax = 0.0f;
   double peak = 0.0;
