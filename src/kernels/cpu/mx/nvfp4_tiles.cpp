@@ -1,8 +1,8 @@
 // The 16x16 tiles' amax of NVFP4's 2-D weight scaling (mx_cast.h, nvfp4_tile_amax): the rows of
 // a tile row are folded column by column into the largest magnitude bits seen (compared as
 // integers, so that NaN, whose bits lie above infinity's, wins), then each 16 columns' largest
-// is the tile's. One read of the source, vertical maxima only; the AVX2 loop takes 8 columns a
-// vector, and every level gives the same maxima.
+// is the tile's. One read of the source, vertical maxima only; the AVX2 loop takes 8 float32
+// columns or 16 bfloat16 columns a vector, and every level gives the same maxima.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -46,6 +46,41 @@ __attribute__((target("avx2"))) void fold_row_avx2(const void* src, DType dtype,
                   dtype, n - full, acc + full);
 }
 
+// fold_row_avx2 of bfloat16 in 16-bit lanes: acc16[c] = max(acc16[c], |src[c]|'s 16 bits), 16
+// columns a vector.
+__attribute__((target("avx2"))) void fold_row_bf16_avx2(const uint16_t* src, int64_t n,
+                                                        uint16_t* acc16) {
+  const __m256i abs_mask = _mm256_set1_epi16(0x7FFF);
+  const int64_t full = n / 16 * 16;
+  for (int64_t c = 0; c < full; c += 16) {
+    auto* a = reinterpret_cast<__m256i*>(acc16 + c);
+    _mm256_storeu_si256(
+        a, _mm256_max_epu16(
+               _mm256_loadu_si256(a),
+               _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c)),
+                                abs_mask)));
+  }
+  for (int64_t c = full; c < n; ++c)
+    acc16[c] = std::max<uint16_t>(acc16[c], static_cast<uint16_t>(src[c] & 0x7FFFu));
+}
+
+// Each 16 columns' largest of acc16 (the last group may be shorter) as float32 bits, into
+// out[0 .. blocks): the largest of 16 lanes is the smallest of their complements.
+__attribute__((target("avx2"))) void block_max_bf16_avx2(const uint16_t* acc16, int64_t n,
+                                                         uint32_t* out) {
+  const int64_t full = n / kTile;
+  for (int64_t b = 0; b < full; ++b) {
+    const auto* a = reinterpret_cast<const __m128i*>(acc16 + b * kTile);
+    const __m128i m = _mm_max_epu16(_mm_loadu_si128(a), _mm_loadu_si128(a + 1));
+    out[b] =
+        static_cast<uint32_t>(
+            ~_mm_extract_epi16(_mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi16(-1))), 0) & 0xFFFF)
+        << 16;
+  }
+  if (full * kTile < n)
+    out[full] = static_cast<uint32_t>(*std::max_element(acc16 + full * kTile, acc16 + n)) << 16;
+}
+
 }  // namespace
 
 float nvfp4_tensor_scale_of(float amax) {
@@ -59,22 +94,38 @@ float nvfp4_tile_amax(const void* src, DType src_dtype, int64_t rows, int64_t co
                  "source dtype {} is not float32 or bfloat16", src_dtype.name());
   MANTISSA_CHECK(rows >= 0 && cols >= 0, "block-format cast", "shape [{}, {}] has a negative size",
                  rows, cols);
-  auto* fold = std::min(level, simd_level()) >= SimdLevel::kAvx2 ? fold_row_avx2 : fold_row_scalar;
+  const bool avx2 = std::min(level, simd_level()) >= SimdLevel::kAvx2;
+  auto* fold = avx2 ? fold_row_avx2 : fold_row_scalar;
+  // bfloat16 at AVX2 and above folds in 16-bit lanes (its magnitude bits are float32's high half).
+  const bool bf16_lanes = avx2 && src_dtype == kBFloat16;
   const int64_t tile_rows = (rows + kTile - 1) / kTile, blocks = (cols + kTile - 1) / kTile;
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
   std::vector<uint32_t> row_max(static_cast<size_t>(tile_rows), 0);
 #pragma omp parallel if (tile_rows > 1 && rows * cols >= kParallelFrom)
   {
     std::vector<uint32_t> acc(static_cast<size_t>(cols));
+    std::vector<uint16_t> acc16(bf16_lanes ? static_cast<size_t>(cols) : 0);
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tile_rows; ++t) {
-      std::fill(acc.begin(), acc.end(), 0u);
-      for (int64_t r = t * kTile; r < std::min(rows, (t + 1) * kTile); ++r)
-        fold(static_cast<const char*>(src) + r * cols * item, src_dtype, cols, acc.data());
+      const int64_t r_end = std::min(rows, (t + 1) * kTile);
+      if (bf16_lanes) {
+        std::fill(acc16.begin(), acc16.end(), uint16_t{0});
+        for (int64_t r = t * kTile; r < r_end; ++r)
+          fold_row_bf16_avx2(static_cast<const uint16_t*>(src) + r * cols, cols, acc16.data());
+        block_max_bf16_avx2(acc16.data(), cols, acc.data());
+      } else {
+        std::fill(acc.begin(), acc.end(), 0u);
+        for (int64_t r = t * kTile; r < r_end; ++r)
+          fold(static_cast<const char*>(src) + r * cols * item, src_dtype, cols, acc.data());
+        for (int64_t b = 0; b < blocks; ++b) {
+          const auto begin = acc.begin() + b * kTile;
+          acc[b] = *std::max_element(begin, begin + std::min(kTile, cols - b * kTile));
+        }
+      }
+      // acc[b]: block b's largest magnitude bits.
       uint32_t tm = 0;
       for (int64_t b = 0; b < blocks; ++b) {
-        const auto begin = acc.begin() + b * kTile;
-        const uint32_t m = *std::max_element(begin, begin + std::min(kTile, cols - b * kTile));
+        const uint32_t m = acc[b];
         tile_amax[t * blocks + b] =
             m > 0x7F800000u ? scalar::float_of(scalar::kQuietNan) : std::bit_cast<float>(m);
         tm = std::max(tm, m);
