@@ -183,5 +183,74 @@ TEST(MxColumns, E2m1EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
   }
 }
 
+// FP8 blocks at the edges of the column body's 16-bit lanes: a multiplier at and around
+// 2^(127 - bias), the largest under which a zero's code is 0 there (amax the element max times
+// 2^-121 .. 2^-119, and E5M2's 2^-113 .. 2^-111), beside zeros, signed zeros and the element max
+// with its neighbours; all-zero blocks, a subnormal element beside a large one, inf and NaN. 12
+// block rows of 48 columns, each element format and rounding, at every level.
+TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
+  const int64_t rows = 384, cols = 48;
+  const float kinds[] = {448.0f * 0x1p-121f,
+                         448.0f * 0x1p-120f,
+                         448.0f * 0x1p-119f,
+                         57344.0f * 0x1p-113f,
+                         57344.0f * 0x1p-112f,
+                         57344.0f * 0x1p-111f,
+                         0.0f,
+                         448.0f,
+                         57344.0f,
+                         1.0f};
+  std::vector<uint16_t> x(static_cast<size_t>(rows * cols), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int kind = static_cast<int>((c / 4 + r / 32) % 12);
+      float v = 0.0f;
+      if (kind < 10) {
+        // The amax, zeros and values a few codes below it, rounding ties among them.
+        const float steps[] = {0.0f,    -0.0f, 1.0f,     0.9375f, 0.96875f, 0.5f, 0.0f,  0.25f,
+                               0.1875f, 0.0f,  0.03125f, 0.0f,    1.03125f, 0.0f, 0.75f, 0.0f};
+        v = kinds[kind] * steps[(r + c) % 16];
+        if (r % 32 == c % 32) v = kinds[kind];
+      } else if (kind == 10) {
+        v = r % 32 == c % 32 ? (c % 2 ? std::numeric_limits<float>::infinity()
+                                      : std::numeric_limits<float>::quiet_NaN())
+                             : static_cast<float>(r - c);
+      } else {
+        v = r % 32 == 5 ? 1e30f : 0x1p-130f * static_cast<float>(c % 3);
+      }
+      x[static_cast<size_t>(r * cols + c)] = float_to_bf16_bits((r + c) % 3 == 0 ? -v : v);
+    }
+  std::vector<uint16_t> t(x.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
+  const int64_t n = cols * rows, ns = cols * (rows / kMxBlock);
+  int compared = 0;
+  for (const Element e : {Element::kE4m3, Element::kE5m2})
+    for (const E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
+      std::vector<uint8_t> want_c(static_cast<size_t>(n)), want_s(static_cast<size_t>(ns));
+      MxCastStats want;
+      mx_quantize(t.data(), kBFloat16, cols, rows, e, rd, want_c.data(), want_s.data(),
+                  SimdLevel::kScalar, &want);
+      for (const SimdLevel level : simd_levels_here())
+        for (const int64_t offset : {0, 32})
+          for (const bool stats : {false, true}) {
+            Aligned codes(static_cast<size_t>(n + offset)), scales(static_cast<size_t>(ns));
+            std::memset(codes.p, 0xAB, static_cast<size_t>(n + offset));
+            MxCastStats got;
+            mx_quantize_transposed(x.data(), kBFloat16, rows, cols, e, rd, codes.p + offset,
+                                   scales.p, level, stats ? &got : nullptr);
+            const std::string at = "element " + std::to_string(static_cast<int>(e)) +
+                                   (rd == E8m0Rounding::kFloor ? " floor" : " rceil") + " at " +
+                                   simd_level_name(level) + " offset " + std::to_string(offset) +
+                                   (stats ? " with statistics" : "");
+            EXPECT_EQ(0, std::memcmp(codes.p + offset, want_c.data(), want_c.size())) << at;
+            EXPECT_EQ(0, std::memcmp(scales.p, want_s.data(), want_s.size())) << at;
+            if (stats) EXPECT_TRUE(same_stats(got, want)) << at;
+            ++compared;
+          }
+    }
+  EXPECT_EQ(compared, 2 * 2 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
+}
+
 }  // namespace
 }  // namespace mantissa::kernels::mx

@@ -93,7 +93,8 @@ struct ColumnScales16 {
 // in, `from` lane_constants's smallest |x| bits with a normal code, `sat_above` the largest |x|
 // bits whose product does not exceed the element max (0x7FFF: none does). Returns the columns
 // that need the float32 path (bit j: an infinite or NaN amax, a multiplier that is not a normal
-// power of 2), whose lanes get from = 0x7FFF (every lane below: code 0) and no saturation.
+// power of 2 or is above 2^(127 - kBias), under which a zero's code would not be 0), whose lanes
+// get from = 0x7FFF and no saturation.
 template <Element E>
 inline unsigned column_constants16(const uint32_t* bits, const float* mul, __m256i& round,
                                    __m256i& from, __m256i& sat_above) {
@@ -115,7 +116,7 @@ inline unsigned column_constants16(const uint32_t* bits, const float* mul, __m25
                 _mm256_set1_epi32(-1)),
             _mm256_cmpgt_epi32(ab, _mm256_set1_epi32(0x7F7FFFFF))),
         _mm256_or_si256(_mm256_cmpeq_epi32(field, zero),
-                        _mm256_cmpeq_epi32(field, _mm256_set1_epi32(255))));
+                        _mm256_cmpgt_epi32(field, _mm256_set1_epi32(254 - L::kBias))));
     const __m256i e = _mm256_sub_epi32(field, _mm256_set1_epi32(127));
     const __m256i add = _mm256_slli_epi32(e, 7);
     const __m256i none = _mm256_set1_epi32(0x7FFF);
@@ -137,25 +138,22 @@ inline unsigned column_constants16(const uint32_t* bits, const float* mul, __m25
 }
 
 // The FP8 magnitude codes of one row of 16 columns (bfloat16 bits h) under their lanes'
-// power-of-2 multipliers (column_constants16), the codes of codes16 less the sign: lanes below
-// `from` give 0. lowest gets the least |x| - 1 (as unsigned, 0xFFFF for 0) so far, from which
-// the lanes with a nonzero |x| below `from` (the float32 path's) are found once per block; with
-// kStats, `sat` counts (subtracts -1 in) the lanes above sat_above.
+// power-of-2 multipliers (column_constants16), the codes of codes16 less the sign and before the
+// element's largest code caps them, where |x| has a normal code; a zero's is 0 or below (packus
+// makes it 0), a nonzero |x| below `from` (the float32 path's) gives no code that is used. lowest
+// gets the least |x| - 1 (as unsigned, 0xFFFF for 0) so far, from which those lanes are found
+// once per block; with kStats, `sat` counts (subtracts -1 in) the lanes above sat_above.
 template <Element E, bool kStats>
-[[gnu::always_inline]] inline __m256i column_codes16(__m256i h, __m256i round, __m256i from,
-                                                     __m256i sat_above, __m256i& lowest,
-                                                     __m256i& sat) {
+[[gnu::always_inline]] inline __m256i column_codes16(__m256i h, __m256i round, __m256i sat_above,
+                                                     __m256i& lowest, __m256i& sat) {
   using L = Bf16Lanes<E>;
   constexpr int kDrop = 7 - L::kMant;
   const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
   // Round to nearest even on the dropped bits: bit kDrop of |x| is that of |x| * 2^e.
   const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(h, kDrop), _mm256_set1_epi16(1));
-  const __m256i r = _mm256_add_epi16(_mm256_add_epi16(a, round), lsb);
-  const __m256i code =
-      _mm256_min_epi16(_mm256_srli_epi16(r, kDrop), _mm256_set1_epi16(L::kMaxCode));
   lowest = _mm256_min_epu16(lowest, _mm256_add_epi16(a, _mm256_set1_epi16(-1)));
   if constexpr (kStats) sat = _mm256_add_epi16(sat, _mm256_cmpgt_epi16(a, sat_above));
-  return _mm256_andnot_si256(_mm256_cmpgt_epi16(from, a), code);
+  return _mm256_srai_epi16(_mm256_add_epi16(_mm256_add_epi16(a, lsb), round), kDrop);
 }
 
 // One block (32 rows from p, ld elements apart) of 16 columns: their amax bits m (16-bit
@@ -172,6 +170,7 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
                                                          uint8_t* scale, int64_t scale_row,
                                                          Sink sink, MxStatsRun* runs,
                                                          __m256i& sat_total) {
+  using L = Bf16Lanes<E>;
   ColumnScales16 cs;
   const __m256i lo_bits = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16);
   const __m256i hi_bits =
@@ -183,11 +182,14 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
   __m256i x[16];  // rows k (low 128-bit lane) and k + 16 (high) as 16 code bytes each
   for (int k = 0; k < 16; ++k) {
     const __m256i h0 = load16_bits(p + k * ld), h1 = load16_bits(p + (k + 16) * ld);
-    const __m256i c0 = column_codes16<E, kStats>(h0, round, from, sat_above, lowest, sat);
-    const __m256i c1 = column_codes16<E, kStats>(h1, round, from, sat_above, lowest, sat);
-    // packs keeps each value's sign in its byte's top bit; packus the codes (below 0x80).
+    const __m256i c0 = column_codes16<E, kStats>(h0, round, sat_above, lowest, sat);
+    const __m256i c1 = column_codes16<E, kStats>(h1, round, sat_above, lowest, sat);
+    // packs keeps each value's sign in its byte's top bit; packus the codes (a zero's negative
+    // ones to 0, the others below 0x100), capped at the element's largest.
     const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
-    x[k] = _mm256_permute4x64_epi64(_mm256_or_si256(_mm256_packus_epi16(c0, c1), sign), 0xD8);
+    const __m256i codes =
+        _mm256_min_epu8(_mm256_packus_epi16(c0, c1), _mm256_set1_epi8(L::kMaxCode));
+    x[k] = _mm256_permute4x64_epi64(_mm256_or_si256(codes, sign), 0xD8);
   }
   transpose16x16_bytes(x);
   // Lanes with a nonzero |x| below `from`: lowest < from - 1 (unsigned).
@@ -592,6 +594,7 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
             reinterpret_cast<uintptr_t>(src) +
             sizeof(T) * static_cast<uintptr_t>(ahead_r0 * ld + c0 + 16 * (g0 + kTile * ahead));
         const uintptr_t line0 = ahead_first & ~uintptr_t{63};
+        const int64_t ahead_per = (kMxBlock + n - 1) / n;  // rows with each group
         const int64_t ahead_lines =
             ahead_rows > 0
                 ? static_cast<int64_t>(
@@ -615,7 +618,7 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
         }
         for (int g = 0; g < n; ++g) {
           const int64_t c = c0 + 16 * (g0 + t + g);
-          for (int64_t k = ahead_rows * g / n; k < ahead_rows * (g + 1) / n; ++k)
+          for (int64_t k = ahead_per * g; k < std::min(ahead_rows, ahead_per * (g + 1)); ++k)
             for (int64_t l = 0; l < ahead_lines; ++l)
               _mm_prefetch(reinterpret_cast<const char*>(line0 + k * ld * sizeof(T) + 64 * l),
                            _MM_HINT_T1);
