@@ -163,8 +163,17 @@ RowwiseFp8 quantize_columns(const Tensor& x, DType fp8, bool power_2) {
   out.transposed = true;
   auto* dst = static_cast<uint8_t*>(out.codes.data_ptr());
   kernels::fp8::CastStats st;
-  if (!bf16_lanes || !kernels::fp8::cast_columns_bf16_pow2(bits, dst, rows, cols, scales.data(),
-                                                           amaxes.data(), &st))
+  // A float32 one takes those codes too, its values rounded to odd at bfloat16's width (a column
+  // with a NaN, whose scale is NaN, sends it to the general cast).
+  const bool f32_lanes = f.dtype() == kFloat32 && fp8 == kFloat8_e4m3fn && power_2 &&
+                         kernels::fp8::rowwise_bf16_usable();
+  const bool fast = bf16_lanes ? kernels::fp8::cast_columns_bf16_pow2(
+                                     bits, dst, rows, cols, scales.data(), amaxes.data(), &st)
+                    : f32_lanes ? kernels::fp8::cast_columns_f32_pow2(
+                                      static_cast<const float*>(f.data_ptr()), dst, rows, cols,
+                                      scales.data(), amaxes.data(), &st)
+                                : false;
+  if (!fast)
     st = kernels::fp8::scaled_cast_columns(f.data_ptr(), f.dtype(), dst, rows, cols, scales.data(),
                                            fp8);
   add_statistics(out, fp8, scales, amaxes, rows * cols, st);

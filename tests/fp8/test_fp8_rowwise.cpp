@@ -355,8 +355,9 @@ TEST(Fp8Rowwise, Bf16PowerOfTwoCastIsTheScalarCastForEveryValue) {
   EXPECT_EQ(col_amax[12], 1.0f);
 }
 
-// The float32 rows' cast under a power-of-2 scale 2^e (cast_f32_pow2: the bits rounded to odd at
-// bfloat16's width, then the 16-bit-lane codes) against the scalar cast: every finite bfloat16
+// The float32 rows' and columns' casts under power-of-2 scales (cast_f32_pow2,
+// cast_columns_f32_pow2: the bits rounded to odd at bfloat16's width, then the 16-bit-lane codes)
+// against the scalar cast: every finite bfloat16
 // value whose product stays within 448 with low halves 0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF and
 // one drawn (E4M3's ties, the values beside them, a bottom half that alone decides the rounding,
 // subnormal codes and inputs, zeros of both signs), shuffled so that the 64-value steps with a
@@ -398,6 +399,57 @@ TEST(Fp8Rowwise, Float32PowerOfTwoCastIsTheScalarCast) {
       EXPECT_EQ(st.flushed, ref.flushed);
       EXPECT_EQ(st.amax, amax);
     }
+    // As 200 columns (three 64-column steps and a tail of 8), each its own scale 2^e or
+    // 2^(e - 1).
+    if (e == -126) continue;  // 2^-127 is not a normal scale
+    const int64_t cols = 200, rows = n / cols;
+    std::vector<float> scales(cols), amaxes(cols, 0.0f);
+    for (int64_t c = 0; c < cols; ++c) {
+      scales[static_cast<size_t>(c)] = c % 3 == 0 ? scale / 2 : scale;
+      for (int64_t r = 0; r < rows; ++r)
+        amaxes[static_cast<size_t>(c)] =
+            std::max(amaxes[static_cast<size_t>(c)], std::fabs(v[r * cols + c]));
+    }
+    kernels::fp8::CastStats st;
+    ASSERT_TRUE(kernels::fp8::cast_columns_f32_pow2(v.data(), buffer.data(), rows, cols,
+                                                    scales.data(), amaxes.data(), &st));
+    const kernels::fp8::CastStats cref =
+        kernels::fp8::scaled_cast_columns(v.data(), kFloat32, want.data(), rows, cols,
+                                          scales.data(), kFloat8_e4m3fn, SimdLevel::kScalar);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      ASSERT_EQ(buffer[static_cast<size_t>(i)], want[static_cast<size_t>(i)])
+          << "column " << i % cols;
+    EXPECT_EQ(st.saturated, cref.saturated);
+    EXPECT_EQ(st.flushed, cref.flushed);
+    EXPECT_GT(cref.flushed, 0);
+  }
+  {
+    // Columns large enough that their codes are streamed past the caches (8 Mi values), with a
+    // subnormal code here and there.
+    const int64_t rows = 2048, cols = 4096;
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    std::vector<float> m(static_cast<size_t>(rows * cols));
+    for (auto& x : m) x = nd(rng);
+    for (size_t i = 0; i < m.size(); i += 7919) m[i] = 1e-30f;
+    std::vector<float> scales(cols), amaxes(cols, 0.0f);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      amaxes[static_cast<size_t>(i % cols)] =
+          std::max(amaxes[static_cast<size_t>(i % cols)], std::fabs(m[static_cast<size_t>(i)]));
+    for (int64_t c = 0; c < cols; ++c)
+      scales[static_cast<size_t>(c)] =
+          std::ldexp(1.0f, static_cast<int>(std::floor(std::log2(448.0f / amaxes[c]))));
+    std::vector<uint8_t> want(m.size()), buffer(m.size() + 32);
+    uint8_t* got = buffer.data() + (32 - reinterpret_cast<uintptr_t>(buffer.data()) % 32) % 32;
+    kernels::fp8::CastStats st;
+    ASSERT_TRUE(kernels::fp8::cast_columns_f32_pow2(m.data(), got, rows, cols, scales.data(),
+                                                    amaxes.data(), &st));
+    const kernels::fp8::CastStats ref =
+        kernels::fp8::scaled_cast_columns(m.data(), kFloat32, want.data(), rows, cols,
+                                          scales.data(), kFloat8_e4m3fn, SimdLevel::kScalar);
+    EXPECT_EQ(want, std::vector<uint8_t>(got, got + m.size()));
+    EXPECT_EQ(st.saturated, ref.saturated);
+    EXPECT_EQ(st.flushed, ref.flushed);
+    EXPECT_GT(ref.flushed, 0);
   }
   // f32_amax_without_nan: the largest magnitude, inf kept; false with a NaN.
   float amax = 0.0f;
@@ -421,6 +473,9 @@ TEST(Fp8Rowwise, Float32PowerOfTwoCastIsTheScalarCast) {
   EXPECT_FALSE(kernels::fp8::cast_f32_pow2(one.data(), out.data(), 16, 0x1p121f, 0x1p-121f, &st));
   EXPECT_FALSE(kernels::fp8::cast_f32_pow2(one.data(), out.data(), 16, 256.0f, kInf, &st));
   EXPECT_FALSE(kernels::fp8::cast_f32_pow2(one.data(), out.data(), 16, 512.0f, 1.0f, &st));
+  const std::vector<float> col_scales = {1.0f, 0x1p121f}, col_amax = {1.0f, 0x1p-121f};
+  EXPECT_FALSE(kernels::fp8::cast_columns_f32_pow2(one.data(), out.data(), 8, 2, col_scales.data(),
+                                                   col_amax.data(), &st));
 }
 
 // quantize_rows and quantize_columns of a bfloat16 tensor (the 16-bit-lane casts where a row or

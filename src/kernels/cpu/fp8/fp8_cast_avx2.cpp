@@ -4,6 +4,9 @@
 // code boundary.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/convert_avx2_lanes.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
@@ -269,6 +272,43 @@ MANTISSA_AVX2 void column_amax_bits_avx2(const void* src, DType src_dtype, int64
                                          int64_t cols, uint32_t* best, uint32_t* raw) {
   const __m256i inf = _mm256_set1_epi32(static_cast<int>(inf_bits_of(src_dtype)));
   const int64_t vec_cols = cols / 8 * 8;
+  {
+    // First the largest bits alone (one maximum a value): where no column's is a NaN's, they are
+    // the amax too. Else the pass below takes both maxima.
+    std::vector<uint32_t> top(static_cast<size_t>(vec_cols), 0u);
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+      for (int64_t c = 0; c < vec_cols; c += 8) {
+        const __m256i a01 = _mm256_max_epi32(magnitude_bits8(src, src_dtype, r * cols + c),
+                                             magnitude_bits8(src, src_dtype, (r + 1) * cols + c));
+        const __m256i a23 = _mm256_max_epi32(magnitude_bits8(src, src_dtype, (r + 2) * cols + c),
+                                             magnitude_bits8(src, src_dtype, (r + 3) * cols + c));
+        auto* t = reinterpret_cast<__m256i*>(top.data() + c);
+        _mm256_storeu_si256(t, _mm256_max_epi32(_mm256_loadu_si256(t), _mm256_max_epi32(a01, a23)));
+      }
+    }
+    for (; r < rows; ++r) {
+      for (int64_t c = 0; c < vec_cols; c += 8) {
+        auto* t = reinterpret_cast<__m256i*>(top.data() + c);
+        _mm256_storeu_si256(t, _mm256_max_epi32(_mm256_loadu_si256(t),
+                                                magnitude_bits8(src, src_dtype, r * cols + c)));
+      }
+    }
+    const uint32_t inf_bits = inf_bits_of(src_dtype);
+    if (std::all_of(top.begin(), top.end(), [inf_bits](uint32_t t) { return t <= inf_bits; })) {
+      for (int64_t c = 0; c < vec_cols; ++c) {
+        const uint32_t t = top[static_cast<size_t>(c)];
+        best[c] = t > best[c] ? t : best[c];
+        raw[c] = t > raw[c] ? t : raw[c];
+      }
+      if (vec_cols == cols) return;
+      const auto* first = static_cast<const char*>(src) + vec_cols * src_dtype.itemsize();
+      for (int64_t k = 0; k < rows; ++k)
+        column_amax_bits_scalar(first + k * cols * static_cast<int64_t>(src_dtype.itemsize()),
+                                src_dtype, 1, cols - vec_cols, best + vec_cols, raw + vec_cols);
+      return;
+    }
+  }
   // Four rows a step: their maxima first, then one update of each column's running maxima (a
   // load and a store for four rows, not for each).
   const auto clear_nan = [inf](__m256i a) MANTISSA_AVX2 {

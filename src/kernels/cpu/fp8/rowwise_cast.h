@@ -47,4 +47,9 @@ bool bf16_column_amax_without_nan(const uint16_t* src, int64_t rows, int64_t col
 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t rows, int64_t cols,
                             const float* scales, const float* amax, CastStats* stats);
 
+// cast_columns_bf16_pow2 of a float32 matrix (cast_f32_pow2's codes, 64 columns a step); also
+// false where a column's scale is above 2^120.
+bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t rows, int64_t cols,
+                           const float* scales, const float* amax, CastStats* stats);
+
 }  // namespace mantissa::kernels::fp8

@@ -420,4 +420,78 @@ MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int
   return true;
 }
 
+MANTISSA_AVX2 bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t rows, int64_t cols,
+                                         const float* scales, const float* amax, CastStats* stats) {
+  const int64_t wide_cols = cols / 64 * 64;
+  // Each column's rebias and normal_from - 1 in odd16's order of its 16 (0-3 8-11 4-7 12-15).
+  std::vector<int16_t> rebias(static_cast<size_t>(wide_cols)),
+      normal_from_less_1(static_cast<size_t>(wide_cols));
+  float largest = 0.0f;
+  for (int64_t c = 0; c < cols; ++c) {
+    LaneScale ls{};
+    if (!lane_scale(scales[c], amax[c], &ls) || !ls.in_range) return false;
+    if (c < wide_cols) {
+      const int64_t j = c % 16, lane = c - j + (j / 4 == 1 ? j + 4 : j / 4 == 2 ? j - 4 : j);
+      rebias[static_cast<size_t>(lane)] = ls.rebias;
+      normal_from_less_1[static_cast<size_t>(lane)] = static_cast<int16_t>(ls.normal_from - 1);
+    }
+    largest = std::max(largest, amax[c]);
+  }
+  const bool stream = rows * cols >= (int64_t{8} << 20);
+  const auto* rb = reinterpret_cast<const uint16_t*>(rebias.data());
+  const auto* nf1 = reinterpret_cast<const uint16_t*>(normal_from_less_1.data());
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > kChunk)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = src + r * cols;
+    uint8_t* out = dst + r * cols;
+    const bool streamed = stream && reinterpret_cast<uintptr_t>(out) % 32 == 0;
+    Counts counts;
+    for (int64_t c = 0; c < wide_cols; c += 64) {
+      __m256i below = _mm256_setzero_si256();
+      __m256i cv[4];
+      for (int v = 0; v < 4; ++v) {
+        __m256i low = _mm256_set1_epi16(-1);
+        cv[v] = detail::codes16_pow2_in_range<3, 7>(odd16(in + c + 16 * v), load16(rb + c + 16 * v),
+                                                    &low);
+        below = _mm256_or_si256(below, _mm256_subs_epu16(load16(nf1 + c + 16 * v), low));
+      }
+      __m256i b0 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(cv[0], cv[1]), order);
+      __m256i b1 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(cv[2], cv[3]), order);
+      if (!_mm256_testz_si256(below, below)) [[unlikely]] {
+        // A subnormal or flushed code among them: the 64 in float32 lanes.
+        __m256i e[8];
+        for (int v = 0; v < 8; ++v)
+          e[v] =
+              exact8(_mm256_loadu_ps(in + c + 8 * v), _mm256_loadu_ps(scales + c + 8 * v), counts);
+        b0 = detail::pack32_bytes(e[0], e[1], e[2], e[3]);
+        b1 = detail::pack32_bytes(e[4], e[5], e[6], e[7]);
+      }
+      auto* o = reinterpret_cast<__m256i*>(out + c);
+      if (streamed) {
+        _mm256_stream_si256(o, b0);
+        _mm256_stream_si256(o + 1, b1);
+      } else {
+        _mm256_storeu_si256(o, b0);
+        _mm256_storeu_si256(o + 1, b1);
+      }
+    }
+    if (wide_cols < cols) {
+      const CastStats tail =
+          detail::scaled_cast_each_avx2(in + wide_cols, kFloat32, out + wide_cols, cols - wide_cols,
+                                        scales + wide_cols, kFloat8_e4m3fn);
+      counts.saturated += tail.saturated;
+      counts.flushed += tail.flushed;
+    }
+    saturated += counts.saturated;
+    flushed += counts.flushed;
+  }
+  if (stream) _mm_sfence();
+  stats->amax = largest;
+  stats->saturated = saturated;
+  stats->flushed = flushed;
+  return true;
+}
+
 }  // namespace mantissa::kernels::fp8
