@@ -252,10 +252,11 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
   EXPECT_EQ(bits_of(t.inv), bits_of(inv));
 }
 
-// Every bfloat16 value cast under power-of-2 scales across the exponent range (the AVX2 tile and
-// block casts' 16-bit lanes, with the float32 lanes for vectors holding a subnormal code or a
-// subnormal x) gives the scalar level's codes, scales and statistics: each tile holds an anchor,
-// its largest magnitude, then bfloat16 values of both signs no larger, every one of them in turn.
+// Every bfloat16 value cast under power-of-2 scales across the exponent range (the AVX2 tile,
+// block and band casts' 16-bit lanes, with the float32 lanes for vectors holding a subnormal code
+// or a subnormal x) gives the scalar level's codes, scales and statistics: each tile holds an
+// anchor, its largest magnitude, then bfloat16 values of both signs no larger, every one of them in
+// turn; x^T's tiles take the same values down the columns.
 TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
   std::vector<uint16_t> anchors;
   for (const int k : {-133, -127, -126, -100, -50, -10, -7, -6, -1, 0, 3, 8, 9, 20, 60, 100, 127})
@@ -281,28 +282,37 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
   }
   const int64_t cols = 128 * 8, rows = static_cast<int64_t>(bits.size()) / cols + 1;
   bits.resize(static_cast<size_t>(rows * cols), 0x3F80);
-  const int64_t tiles = rows * cols / 128;
-  // 1x128 tiles, then 128x128 blocks (each of whose scales is that of its largest anchor).
-  const auto cast = [&](bool blocks, uint8_t* codes, float* inv, bool power_2, SimdLevel level) {
-    return blocks ? kf::quantize_128x128(bits.data(), kBFloat16, rows, cols, cols, codes, inv,
-                                         kFloat8_e4m3fn, power_2, 0.0f, level)
-                  : kf::quantize_1x128(bits.data(), kBFloat16, rows, cols, cols, codes, inv,
-                                       kFloat8_e4m3fn, power_2, 0.0f, level);
+  const int64_t tiles = cols * kf::block_count(rows);
+  // 1x128 tiles, 128x128 blocks (each of whose scales is that of its largest anchor), then x^T's
+  // 1x128 tiles (columns mixing the anchors' values).
+  const auto cast = [&](int kind, uint8_t* codes, float* inv, bool power_2, SimdLevel level) {
+    if (kind == 2)
+      return kf::quantize_1x128_transposed(bits.data(), kBFloat16, rows, cols, codes, inv,
+                                           kFloat8_e4m3fn, power_2, 0.0f, level);
+    return kind == 1 ? kf::quantize_128x128(bits.data(), kBFloat16, rows, cols, cols, codes, inv,
+                                            kFloat8_e4m3fn, power_2, 0.0f, level)
+                     : kf::quantize_1x128(bits.data(), kBFloat16, rows, cols, cols, codes, inv,
+                                          kFloat8_e4m3fn, power_2, 0.0f, level);
   };
-  for (const bool blocks : {false, true})
+  for (const int kind : {0, 1, 2})
     for (const bool power_2 : {true, false}) {
+      const bool blocks = kind == 1;
       std::vector<uint8_t> want_codes(bits.size()), got_codes(bits.size());
       std::vector<float> want_inv(static_cast<size_t>(tiles)), got_inv(static_cast<size_t>(tiles));
       const kf::BlockCastStats want =
-          cast(blocks, want_codes.data(), want_inv.data(), power_2, SimdLevel::kScalar);
+          cast(kind, want_codes.data(), want_inv.data(), power_2, SimdLevel::kScalar);
       EXPECT_GT(want.flushed, 0);
       for (SimdLevel level : simd_levels_here()) {
-        SCOPED_TRACE(std::string(simd_level_name(level)) + (blocks ? " 128x128" : " 1x128") +
+        SCOPED_TRACE(std::string(simd_level_name(level)) +
+                     (blocks      ? " 128x128"
+                      : kind == 2 ? " 1x128 of x^T"
+                                  : " 1x128") +
                      (power_2 ? " power-2" : " fp32"));
-        const kf::BlockCastStats got =
-            cast(blocks, got_codes.data(), got_inv.data(), power_2, level);
-        for (size_t i = 0; i < bits.size(); ++i)
-          ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[i];
+        const kf::BlockCastStats got = cast(kind, got_codes.data(), got_inv.data(), power_2, level);
+        for (size_t i = 0; i < bits.size(); ++i) {
+          const size_t src = kind == 2 ? static_cast<size_t>((i % rows) * cols + i / rows) : i;
+          ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[src];
+        }
         EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
         EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
         EXPECT_EQ(got.saturated, want.saturated);

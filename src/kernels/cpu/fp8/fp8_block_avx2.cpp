@@ -24,6 +24,7 @@
 
 #include "kernels/cpu/common/byte_transpose_avx2.h"
 #include "kernels/cpu/fp8/fp8_block.h"
+#include "kernels/cpu/fp8/fp8_block_scales_avx2.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/float8.h"
@@ -351,6 +352,33 @@ inline void gather_column(const uint16_t* tile, int j, uint16_t* column) {
   for (int k = 0; k < kBlockLen; ++k) column[k] = tile[16 * k + j];
 }
 
+// The scales of 16 columns from their largest magnitude bits (top, 16-bit lanes; a NaN's above
+// 0x7F80), block_scales8 twice: scale_of, inv, amax_of (each column's amax),
+// codes16_pow2_in_range's rebias and normal_from in 16-bit lanes. Returns the mask of the columns
+// the 16-bit lanes take.
+__attribute__((target("avx2"), always_inline)) inline unsigned column_scales16(
+    __m256i top, float for_inf, bool power_2, float epsilon, float* inv, float* amax_of,
+    float* scale_of, __m256i& rebias, __m256i& normal_from, __m256& amax_acc, __m256d& top_acc) {
+  __m256i rb[2], nf[2];
+  unsigned fast = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m256i b32 =
+        _mm256_cvtepu16_epi32(h ? _mm256_extracti128_si256(top, 1) : _mm256_castsi256_si128(top));
+    const __m256i nan = _mm256_cmpgt_epi32(b32, _mm256_set1_epi32(0x7F80));
+    const __m256 amax = _mm256_castsi256_ps(_mm256_slli_epi32(b32, 16));
+    _mm256_storeu_ps(amax_of + 8 * h, amax);
+    __m256i ok;
+    const __m256i e = block_scales8(amax, nan, for_inf, power_2, epsilon, scale_of + 8 * h,
+                                    inv + 8 * h, amax_acc, top_acc, ok);
+    fast |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << (8 * h);
+    rb[h] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 7);
+    nf[h] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(121), e), 7);
+  }
+  rebias = _mm256_permute4x64_epi64(_mm256_packs_epi32(rb[0], rb[1]), 0xD8);
+  normal_from = _mm256_permute4x64_epi64(_mm256_packs_epi32(nf[0], nf[1]), 0xD8);
+  return fast;
+}
+
 }  // namespace
 
 __attribute__((target("avx2"))) void block_columns_bf16_e4m3_avx2(
@@ -365,8 +393,9 @@ __attribute__((target("avx2"))) void block_columns_bf16_e4m3_avx2(
   alignas(32) uint16_t tile[kChunkGroups][kBlockLen * 16];
   alignas(32) uint8_t out[16][kBlockLen];
   alignas(32) uint16_t column[kBlockLen];
-  alignas(32) uint16_t bits[16];
-  alignas(32) int16_t rebias[16], normal_from[16];
+  alignas(32) float inv[16], amax_of[16], scale_of[16];
+  __m256 amax_acc = _mm256_setzero_ps();
+  __m256d top_acc = _mm256_setzero_pd();
   Lanes lanes[16];
   bool nan[16];
   for (int64_t c0 = 0; c0 < cols; c0 += kColumnChunk) {
@@ -389,31 +418,28 @@ __attribute__((target("avx2"))) void block_columns_bf16_e4m3_avx2(
     for (int g = 0; g < groups; ++g) {
       const int64_t c = c0 + 16 * g;
       const uint16_t* t = tile[g];
-      // Each column's scale (a scalar chain each, as the row tiles'), and its lane's constants
-      // of codes16_pow2_in_range; a column outside them (a NaN or an inf, a scale not a power of
-      // 2 or above 2^120) is cast below from a copy of its tile by the row tiles' body.
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bits), top[g]);
-      unsigned fallback = 0;
+      // The columns' scales and their lanes' constants of codes16_pow2_in_range, 16 at a time; a
+      // column outside them (a NaN or an inf, a scale not a power of 2 or above 2^120) is cast
+      // below from a copy of its tile by the row tiles' body, a NaN's scale found again without it.
+      __m256i rb, from;
+      unsigned fallback = ~column_scales16(top[g], for_inf, power_2, epsilon, inv, amax_of,
+                                           scale_of, rb, from, amax_acc, top_acc) &
+                          0xFFFFu;
+      const auto nan_bits = static_cast<unsigned>(
+          _mm256_movemask_epi8(_mm256_cmpgt_epi16(top[g], _mm256_set1_epi16(0x7F80))));
       for (int j = 0; j < 16; ++j) {
-        nan[j] = bits[j] > 0x7F80;
-        uint16_t b = bits[j];
+        nan[j] = (nan_bits >> (2 * j)) & 1u;
         if (nan[j]) {
           gather_column(t, j, column);
-          b = max_magnitude_128(column);
+          const float amax = bf16_bits_to_float(max_magnitude_128(column));
+          const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+          inv[j] = block_scale_inverse(scale);
+          amax_max = std::max(amax_max, amax);
+          fold_top(amax, scale, top_max);
+          lanes[j] = lanes_of(amax, scale);
         }
-        const float amax = bf16_bits_to_float(b);
-        const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-        scale_inv[(c + j) * inv_step] = block_scale_inverse(scale);
-        amax_max = std::max(amax_max, amax);
-        fold_top(amax, scale, top_max);
-        lanes[j] = lanes_of(amax, scale);
-        const bool fast = !nan[j] && lanes[j].sixteen && lanes[j].in_range;
-        fallback |= static_cast<unsigned>(!fast) << j;
-        rebias[j] = lanes[j].rebias;
-        normal_from[j] = lanes[j].normal_from;
+        scale_inv[(c + j) * inv_step] = inv[j];
       }
-      const __m256i rb = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias));
-      const __m256i from = _mm256_load_si256(reinterpret_cast<const __m256i*>(normal_from));
       __m256i low = _mm256_set1_epi16(-1);
       for (int sub = 0; sub < kBlockLen / 32; ++sub) {
         // Rows k (low 128-bit lane) and k + 16 (high) of the 32 as 16 code bytes each, then
@@ -439,6 +465,7 @@ __attribute__((target("avx2"))) void block_columns_bf16_e4m3_avx2(
       fallback |= (below_bits & 0xFFu) | ((below_bits >> 8) & 0xFF00u);
       for (unsigned f = fallback; f; f &= f - 1) {
         const int j = __builtin_ctz(f);
+        if (!nan[j]) lanes[j] = lanes_of(amax_of[j], scale_of[j]);
         gather_column(t, j, column);
         cast_128(column, out[j], nan[j], lanes[j], counts);
       }
@@ -456,6 +483,12 @@ __attribute__((target("avx2"))) void block_columns_bf16_e4m3_avx2(
     }
   }
   if (stream) _mm_sfence();
+  alignas(32) float amaxes[8];
+  alignas(32) double tops[4];
+  _mm256_store_ps(amaxes, amax_acc);
+  _mm256_store_pd(tops, top_acc);
+  for (const float a : amaxes) amax_max = std::max(amax_max, a);
+  for (const double t : tops) top_max = std::max(top_max, t);
   st.amax = amax_max;
   st.peak = std::max(st.peak, top_max / kE4m3Max);
   st.saturated += lane_sum(counts.saturated);

@@ -21,6 +21,7 @@
 
 #include "kernels/cpu/common/byte_transpose_avx2.h"
 #include "kernels/cpu/fp8/fp8_block.h"
+#include "kernels/cpu/fp8/fp8_block_scales_avx2.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "mantissa/core/float8.h"
 
@@ -347,8 +348,9 @@ __attribute__((target("avx2"))) void block_columns_f32_e4m3_avx2(
   alignas(32) float tile[kChunkGroups][kBlockLen * 16];
   alignas(32) uint8_t out[16][kBlockLen];
   alignas(32) float column[kBlockLen];
-  alignas(32) uint32_t bits[16];
-  alignas(32) int32_t rebias[16], normal_below[16];
+  alignas(32) float inv[16], amax_of[16], scale_of[16];
+  __m256 amax_acc = _mm256_setzero_ps();
+  __m256d top_acc = _mm256_setzero_pd();
   Lanes lanes[16];
   bool nan[16];
   for (int64_t c0 = 0; c0 < cols; c0 += kColumnChunk) {
@@ -361,32 +363,43 @@ __attribute__((target("avx2"))) void block_columns_f32_e4m3_avx2(
     for (int g = 0; g < groups; ++g) {
       const int64_t c = c0 + 16 * g;
       const float* t = tile[g];
-      // Each column's scale (a scalar chain each, as the row tiles'), and its lane's integer
-      // constants; a column outside them (a NaN or an inf, a scale not a power of 2 or above
-      // 2^120) is cast below from a copy of its tile by the row tiles' body.
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bits), top[2 * g]);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), top[2 * g + 1]);
-      unsigned fallback = 0;
+      // The columns' scales and their lanes' integer constants, 8 at a time; a column outside
+      // them (a NaN or an inf, a scale not a power of 2 or above 2^120) is cast below from a copy
+      // of its tile by the row tiles' body, a NaN's scale found again without it.
+      __m256i rbs[2], belows[2];
+      unsigned fallback = 0, nan_bits = 0;
+      for (int h = 0; h < 2; ++h) {
+        const __m256i b = top[2 * g + h];
+        const __m256i nan_lanes =
+            _mm256_cmpgt_epi32(b, _mm256_set1_epi32(static_cast<int>(kInfBits)));
+        __m256i ok;
+        const __m256i e =
+            block_scales8(_mm256_castsi256_ps(b), nan_lanes, for_inf, power_2, epsilon,
+                          scale_of + 8 * h, inv + 8 * h, amax_acc, top_acc, ok);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(amax_of + 8 * h), b);
+        fallback |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << (8 * h);
+        nan_bits |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes)))
+                    << (8 * h);
+        const __m256i shift = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 23);
+        rbs[h] = _mm256_sub_epi32(shift, _mm256_set1_epi32((1 << 19) - 1));
+        belows[h] = _mm256_sub_epi32(_mm256_add_epi32(shift, _mm256_set1_epi32(1 << 23)),
+                                     _mm256_set1_epi32(1));
+      }
+      fallback = ~fallback & 0xFFFFu;
       for (int j = 0; j < 16; ++j) {
-        nan[j] = bits[j] > kInfBits;
-        uint32_t b = bits[j];
+        nan[j] = (nan_bits >> j) & 1u;
         if (nan[j]) {
           gather_column(t, j, column);
-          b = max_magnitude_128(column);
+          const float amax = std::bit_cast<float>(max_magnitude_128(column));
+          const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+          inv[j] = block_scale_inverse(scale);
+          amax_max = std::max(amax_max, amax);
+          fold_top(amax, scale, top_max);
+          lanes[j] = lanes_of(amax, scale);
         }
-        const float amax = std::bit_cast<float>(b);
-        const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-        scale_inv[(c + j) * inv_step] = block_scale_inverse(scale);
-        amax_max = std::max(amax_max, amax);
-        fold_top(amax, scale, top_max);
-        lanes[j] = lanes_of(amax, scale);
-        const bool fast = !nan[j] && lanes[j].fast;
-        fallback |= static_cast<unsigned>(!fast) << j;
-        rebias[j] = lanes[j].rebias;
-        normal_below[j] = lanes[j].normal_below;
+        scale_inv[(c + j) * inv_step] = inv[j];
       }
-      const __m256i rb0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias));
-      const __m256i rb1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias + 8));
+      const __m256i rb0 = rbs[0], rb1 = rbs[1];
       __m256i low0 = _mm256_set1_epi32(-1), low1 = _mm256_set1_epi32(-1);
       for (int sub = 0; sub < kBlockLen / 32; ++sub) {
         // Rows k and k + 16 of the 32 as 16 code bytes each, then transposed into the columns'
@@ -400,18 +413,14 @@ __attribute__((target("avx2"))) void block_columns_f32_e4m3_avx2(
       }
       // Columns with a value whose code is subnormal or flushed (0 < |x| < normal_from: |x| - 1
       // below normal_from - 1).
-      const __m256i ok0 = _mm256_cmpeq_epi32(
-          _mm256_max_epu32(low0, _mm256_load_si256(reinterpret_cast<const __m256i*>(normal_below))),
-          low0);
-      const __m256i ok1 = _mm256_cmpeq_epi32(
-          _mm256_max_epu32(low1,
-                           _mm256_load_si256(reinterpret_cast<const __m256i*>(normal_below + 8))),
-          low1);
+      const __m256i ok0 = _mm256_cmpeq_epi32(_mm256_max_epu32(low0, belows[0]), low0);
+      const __m256i ok1 = _mm256_cmpeq_epi32(_mm256_max_epu32(low1, belows[1]), low1);
       const unsigned ok = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok0))) |
                           static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok1))) << 8;
       fallback |= ~ok & 0xFFFFu;
       for (unsigned f = fallback; f; f &= f - 1) {
         const int j = __builtin_ctz(f);
+        if (!nan[j]) lanes[j] = lanes_of(amax_of[j], scale_of[j]);
         gather_column(t, j, column);
         cast_128(column, out[j], nan[j], lanes[j], counts);
       }
@@ -429,6 +438,12 @@ __attribute__((target("avx2"))) void block_columns_f32_e4m3_avx2(
     }
   }
   if (stream) _mm_sfence();
+  alignas(32) float amaxes[8];
+  alignas(32) double tops[4];
+  _mm256_store_ps(amaxes, amax_acc);
+  _mm256_store_pd(tops, top_acc);
+  for (const float a : amaxes) amax_max = std::max(amax_max, a);
+  for (const double t : tops) top_max = std::max(top_max, t);
   st.amax = amax_max;
   st.peak = std::max(st.peak, top_max / kE4m3Max);
   st.saturated += lane_sum(counts.saturated);

@@ -1,0 +1,69 @@
+#pragma once
+// Internal: the block recipe's scales of eight tiles at once in float32 lanes (block_scale,
+// block_scale_inverse, block_peak's numerator and lanes_of's test of fp8_block_avx2.cpp and
+// fp8_block_f32_avx2.cpp), for the transposed casts, which find 16 columns' maxima together and
+// would otherwise take each column's scale through a scalar chain of two divisions. Carries its
+// target and is always inlined, so only the AVX2 files that call it compile it.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "mantissa/core/float8.h"
+
+namespace mantissa::kernels::fp8::detail {
+
+// Eight tiles' scales from their amax (a NaN's lanes give nothing the caller keeps: it finds that
+// tile's amax again): block_scale's scale into scale_of, f32(1 / f64(scale)) into inv, amax into
+// amax_acc and amax * scale (in double; an inf's product measures nothing) into top_acc as maxima
+// over the lanes without a NaN. Returns the lanes' exponents e of scale = 2^e and, in `fast`,
+// all ones where the integer codes apply: scale a normal 2^e with e <= 120, amax * scale at most
+// E4M3's largest value, no NaN.
+__attribute__((target("avx2"), always_inline)) inline __m256i block_scales8(
+    __m256 amax, __m256i nan, float for_inf, bool power_2, float epsilon, float* scale_of,
+    float* inv, __m256& amax_acc, __m256d& top_acc, __m256i& fast) {
+  constexpr float kMax = Float8E4M3::kMax;
+  const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+  const __m256 eps = _mm256_set1_ps(epsilon);
+  // block_scale, lane by lane (a NaN amax fails the comparison and is caught as special).
+  const __m256 a = _mm256_blendv_ps(amax, eps, _mm256_cmp_ps(amax, eps, _CMP_LT_OQ));
+  const __m256 special =
+      _mm256_or_ps(_mm256_or_ps(_mm256_cmp_ps(a, inf, _CMP_EQ_OQ),
+                                _mm256_cmp_ps(a, _mm256_setzero_ps(), _CMP_EQ_OQ)),
+                   _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  __m256 scale = _mm256_div_ps(_mm256_set1_ps(kMax), a);
+  scale = _mm256_blendv_ps(scale, _mm256_set1_ps(for_inf), _mm256_cmp_ps(scale, inf, _CMP_EQ_OQ));
+  if (power_2)
+    scale =
+        _mm256_and_ps(scale, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0xFF800000u))));
+  scale = _mm256_blendv_ps(scale, _mm256_set1_ps(1.0f), special);
+  _mm256_storeu_ps(scale_of, scale);
+  // f32(1 / f64(scale)) and amax * scale in double, four lanes at a time.
+  for (int q = 0; q < 2; ++q) {
+    const __m128 s4 = q ? _mm256_extractf128_ps(scale, 1) : _mm256_castps256_ps128(scale);
+    const __m128 a4 = q ? _mm256_extractf128_ps(amax, 1) : _mm256_castps256_ps128(amax);
+    const __m256d sd = _mm256_cvtps_pd(s4);
+    _mm_storeu_ps(inv + 4 * q, _mm256_cvtpd_ps(_mm256_div_pd(_mm256_set1_pd(1.0), sd)));
+    // A NaN's or an inf's product fails the comparison.
+    const __m256d t = _mm256_mul_pd(_mm256_cvtps_pd(a4), sd);
+    const __m256d finite =
+        _mm256_cmp_pd(t, _mm256_set1_pd(std::numeric_limits<double>::max()), _CMP_LE_OQ);
+    top_acc = _mm256_max_pd(top_acc, _mm256_and_pd(t, finite));
+  }
+  // max_ps returns its second operand where the first is NaN.
+  amax_acc = _mm256_max_ps(amax, amax_acc);
+  // lanes_of: scale a normal 2^e (scale is positive), e <= 120, amax * scale <= kMax.
+  const __m256i sb = _mm256_castps_si256(scale);
+  const __m256i field = _mm256_srli_epi32(sb, 23);
+  const __m256i e = _mm256_sub_epi32(field, _mm256_set1_epi32(127));
+  __m256i ok = _mm256_cmpeq_epi32(_mm256_and_si256(sb, _mm256_set1_epi32(0x007FFFFF)),
+                                  _mm256_setzero_si256());
+  ok = _mm256_and_si256(ok, _mm256_cmpgt_epi32(field, _mm256_setzero_si256()));
+  ok = _mm256_and_si256(ok, _mm256_cmpgt_epi32(_mm256_set1_epi32(121), e));
+  ok = _mm256_and_si256(ok, _mm256_castps_si256(_mm256_cmp_ps(_mm256_mul_ps(amax, scale),
+                                                              _mm256_set1_ps(kMax), _CMP_LE_OQ)));
+  fast = _mm256_andnot_si256(nan, ok);
+  return e;
+}
+
+}  // namespace mantissa::kernels::fp8::detail
