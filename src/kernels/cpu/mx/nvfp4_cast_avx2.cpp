@@ -457,61 +457,75 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
   return to_scalar;
 }
 
-// encode_group8 of a bfloat16 source rounded to nearest, by the rows of t (Bf16Thresholds):
-// the 8 blocks' amax and scale codes as there, then each block's codes by compares. Returns
-// false, having written nothing, where a block's scale code has no row (a factor that is 0,
+// A group of 8 bfloat16 blocks made ready for encode_group8_bf16 (prepare_group8_bf16): their
+// own amax bits, E4M3 scale codes and the byte offsets of their rows in Bf16Thresholds::row (a
+// row is 256 bytes); ok is false where a block's scale code has no row (a factor that is 0,
 // infinite or NaN).
-template <bool kStats>
-__attribute__((always_inline)) inline bool encode_group8_bf16(const uint16_t* p,
-                                                              const float* block_amax_in,
-                                                              float tensor_scale, Bf16Thresholds& t,
-                                                              uint8_t* codes, uint8_t* scales,
-                                                              Nvfp4LaneStats8* st) {
+struct Bf16Group {
+  __m256i own;
+  __m256i code;
+  alignas(32) int32_t offset[8];
+  bool ok;
+};
+
+// encode_group8's amax and scale codes of 8 bfloat16 blocks from p, their scales written and
+// their rows in t made where missing; nothing is written where g.ok comes back false.
+__attribute__((always_inline)) inline void prepare_group8_bf16(const uint16_t* p,
+                                                               const float* block_amax_in,
+                                                               float tensor_scale,
+                                                               Bf16Thresholds& t, uint8_t* scales,
+                                                               Bf16Group& g) {
   __m256i m[8];
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k)
     m[k] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
                             _mm256_set1_epi16(0x7FFF));
-  const __m256i own = transposed_max8_16(m);
+  g.own = transposed_max8_16(m);
   __m256 amax;
   if (block_amax_in) {
     amax = _mm256_loadu_ps(block_amax_in);
   } else {
     amax = _mm256_castsi256_ps(
-        _mm256_blendv_epi8(own, _mm256_set1_epi32(static_cast<int>(kQuietNan)),
-                           _mm256_cmpgt_epi32(own, _mm256_set1_epi32(0x7F800000))));
+        _mm256_blendv_epi8(g.own, _mm256_set1_epi32(static_cast<int>(kQuietNan)),
+                           _mm256_cmpgt_epi32(g.own, _mm256_set1_epi32(0x7F800000))));
   }
-  const __m256i code = nvfp4_scale_codes(amax, tensor_scale);
-  const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(code, _mm256_set1_epi32(t.hi)),
-                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(t.lo), code));
+  g.code = nvfp4_scale_codes(amax, tensor_scale);
+  g.ok = false;
+  const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(g.code, _mm256_set1_epi32(t.hi)),
+                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(t.lo), g.code));
   if (!_mm256_testz_si256(outside, outside)) {
     alignas(32) int32_t c[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(c), code);
-    if (!t.cover(*std::min_element(c, c + 8), *std::max_element(c, c + 8), tensor_scale))
-      return false;
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c), g.code);
+    if (!t.cover(*std::min_element(c, c + 8), *std::max_element(c, c + 8), tensor_scale)) return;
   }
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(scales), bytes_of(code));
-  // The rows' byte offsets (a row is 256 bytes), one load each instead of a byte's extraction.
-  alignas(32) int32_t offset[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(offset), _mm256_slli_epi32(code, 8));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(scales), bytes_of(g.code));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(g.offset), _mm256_slli_epi32(g.code, 8));
+  g.ok = true;
+}
+
+// encode_group8 of a bfloat16 source rounded to nearest, from its prepared group g (g.ok): each
+// block's codes by compares against its row of t, and with kStats its counts and records.
+template <bool kStats>
+__attribute__((always_inline)) inline void encode_group8_bf16(const uint16_t* p, const Bf16Group& g,
+                                                              const Bf16Thresholds& t,
+                                                              uint8_t* codes, Nvfp4LaneStats8* st) {
   const char* rows = reinterpret_cast<const char*>(t.row);
   __m256i saturated = _mm256_setzero_si256(), flushed = saturated, c[4];
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) {
     c[k % 4] = bf16_threshold_codes<kStats>(
-        p + 16 * k, reinterpret_cast<const int16_t(*)[16]>(rows + offset[k]), saturated, flushed);
+        p + 16 * k, reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[k]), saturated, flushed);
     if (k % 4 == 3) store_e2m1_blocks4_16(codes + 8 * (k - 3), c[0], c[1], c[2], c[3]);
   }
   if constexpr (kStats) {
     const __m256i ones = _mm256_set1_epi16(1);
     st->saturated = _mm256_sub_epi32(st->saturated, _mm256_madd_epi16(saturated, ones));
     st->flushed = _mm256_sub_epi32(st->flushed, _mm256_madd_epi16(flushed, ones));
-    const __m256 own_f = _mm256_castsi256_ps(own);
+    const __m256 own_f = _mm256_castsi256_ps(g.own);
     st->best = _mm256_max_ps(own_f, st->best);
     st->peak =
-        _mm256_max_ps(_mm256_mul_ps(own_f, _mm256_i32gather_ps(t.factor, code, 4)), st->peak);
+        _mm256_max_ps(_mm256_mul_ps(own_f, _mm256_i32gather_ps(t.factor, g.code, 4)), st->peak);
   }
-  return true;
 }
 
 // The NVFP4 cast of a segment, 8 blocks at a time (encode_group8); the segment's last blocks
@@ -550,22 +564,33 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                                             offset, static_cast<uint64_t>(row),
                                             first_col + b * kNvfp4Block, c, s, &st);
   };
-  // A bfloat16 source rounded to nearest: each group by the thresholds' rows where they serve.
+  // A bfloat16 source rounded to nearest: each group by the thresholds' rows where they serve,
+  // its amax and scale codes taken a group ahead, so that their latency (a reduction, two
+  // divisions, the E4M3 encode) hides behind the blocks before.
   constexpr bool kThresholds = kSrc == DType::Id::bf16 && !kSr;
   Bf16Thresholds* thresholds = kThresholds ? &bf16_thresholds(tensor_scale) : nullptr;
-  auto by_thresholds = [&](const void* x, const float* amax_in, uint8_t* c, uint8_t* s)
-      __attribute__((always_inline)) {
+  const auto* p = static_cast<const uint16_t*>(src);
+  auto prepare = [&](int64_t b, Bf16Group & g) __attribute__((always_inline)) {
     if constexpr (kThresholds)
-      return encode_group8_bf16<kStats>(static_cast<const uint16_t*>(x), amax_in, tensor_scale,
-                                        *thresholds, c, s, &st);
-    return false;
+      prepare_group8_bf16(p + b * kNvfp4Block, block_amax_in ? block_amax_in + b : nullptr,
+                          tensor_scale, *thresholds, scales + b, g);
   };
   int64_t b = 0;
+  const int64_t groups = blocks / 8;
+  Bf16Group ahead[2];
+  if (kThresholds && groups > 0) prepare(0, ahead[0]);
   for (; b + 8 <= blocks; b += 8) {
     const void* x = at(src, dtype, b * kNvfp4Block);
     const float* amax_in = block_amax_in ? block_amax_in + b : nullptr;
     uint8_t *c = codes + b * kNvfp4Block / 2, *s = scales + b;
-    if (by_thresholds(x, amax_in, c, s)) continue;
+    if constexpr (kThresholds) {
+      const int64_t q = b / 8;
+      if (q + 1 < groups) prepare(b + 8, ahead[(q + 1) & 1]);
+      if (ahead[q & 1].ok) {
+        encode_group8_bf16<kStats>(p + b * kNvfp4Block, ahead[q & 1], *thresholds, c, &st);
+        continue;
+      }
+    }
     for (unsigned nan = group(x, amax_in, b, c, s); nan; nan &= nan - 1)
       scalar_block(b + std::countr_zero(nan), kNvfp4Block);
   }
@@ -578,7 +603,17 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
     if (block_amax_in) std::copy(block_amax_in + b, block_amax_in + blocks, amax_in);
     uint8_t c[8 * kNvfp4Block / 2], s[8];
     const float* in = block_amax_in ? amax_in : nullptr;
-    unsigned nan = by_thresholds(x, in, c, s) ? 0u : group(x, in, b, c, s);
+    unsigned nan = 0;
+    if constexpr (kThresholds) {
+      const auto* xp = reinterpret_cast<const uint16_t*>(x);
+      prepare_group8_bf16(xp, in, tensor_scale, *thresholds, s, ahead[0]);
+      if (ahead[0].ok)
+        encode_group8_bf16<kStats>(xp, ahead[0], *thresholds, c, &st);
+      else
+        nan = group(x, in, b, c, s);
+    } else {
+      nan = group(x, in, b, c, s);
+    }
     std::memcpy(codes + b * kNvfp4Block / 2, c, count * kNvfp4Block / 2);
     std::memcpy(scales + b, s, count);
     for (nan &= (1u << count) - 1; nan; nan &= nan - 1)
