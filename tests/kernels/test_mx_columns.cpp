@@ -187,8 +187,9 @@ TEST(MxColumns, E2m1EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
 // 2^(127 - bias), the largest under which a zero's code is 0 there (amax the element max times
 // 2^-121 .. 2^-119, and E5M2's 2^-113 .. 2^-111), beside zeros, signed zeros and the element max
 // with its neighbours; all-zero blocks, a subnormal element beside a large one, inf and NaN. 12
-// block rows of 48 columns, each element format and rounding, at every level.
-TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
+// block rows of 48 columns, each element format and rounding, at every level; bfloat16 and the
+// same values in float32.
+void check_fp8_edges(DType dtype) {
   const int64_t rows = 384, cols = 48;
   const float kinds[] = {448.0f * 0x1p-121f,
                          448.0f * 0x1p-120f,
@@ -220,16 +221,24 @@ TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
       }
       x[static_cast<size_t>(r * cols + c)] = float_to_bf16_bits((r + c) % 3 == 0 ? -v : v);
     }
-  std::vector<uint16_t> t(x.size());
+  // x and its transpose in dtype (float32: the bfloat16 values widened, exact).
+  const size_t item = dtype.itemsize();
+  std::vector<uint8_t> xs(x.size() * item), t(x.size() * item);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint16_t b = x[static_cast<size_t>(r * cols + c)];
+      const uint32_t wide = static_cast<uint32_t>(b) << 16;
+      const void* v = dtype == kBFloat16 ? static_cast<const void*>(&b) : &wide;
+      std::memcpy(xs.data() + (r * cols + c) * item, v, item);
+      std::memcpy(t.data() + (c * rows + r) * item, v, item);
+    }
   const int64_t n = cols * rows, ns = cols * (rows / kMxBlock);
   int compared = 0;
   for (const Element e : {Element::kE4m3, Element::kE5m2})
     for (const E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
       std::vector<uint8_t> want_c(static_cast<size_t>(n)), want_s(static_cast<size_t>(ns));
       MxCastStats want;
-      mx_quantize(t.data(), kBFloat16, cols, rows, e, rd, want_c.data(), want_s.data(),
+      mx_quantize(t.data(), dtype, cols, rows, e, rd, want_c.data(), want_s.data(),
                   SimdLevel::kScalar, &want);
       for (const SimdLevel level : simd_levels_here())
         for (const int64_t offset : {0, 32})
@@ -237,9 +246,10 @@ TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
             Aligned codes(static_cast<size_t>(n + offset)), scales(static_cast<size_t>(ns));
             std::memset(codes.p, 0xAB, static_cast<size_t>(n + offset));
             MxCastStats got;
-            mx_quantize_transposed(x.data(), kBFloat16, rows, cols, e, rd, codes.p + offset,
-                                   scales.p, level, stats ? &got : nullptr);
-            const std::string at = "element " + std::to_string(static_cast<int>(e)) +
+            mx_quantize_transposed(xs.data(), dtype, rows, cols, e, rd, codes.p + offset, scales.p,
+                                   level, stats ? &got : nullptr);
+            const std::string at = std::string(dtype.name()) + " element " +
+                                   std::to_string(static_cast<int>(e)) +
                                    (rd == E8m0Rounding::kFloor ? " floor" : " rceil") + " at " +
                                    simd_level_name(level) + " offset " + std::to_string(offset) +
                                    (stats ? " with statistics" : "");
@@ -251,6 +261,10 @@ TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
     }
   EXPECT_EQ(compared, 2 * 2 * 2 * 2 * static_cast<int>(simd_levels_here().size()));
 }
+
+TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) { check_fp8_edges(kBFloat16); }
+
+TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsF32) { check_fp8_edges(kFloat32); }
 
 }  // namespace
 }  // namespace mantissa::kernels::mx

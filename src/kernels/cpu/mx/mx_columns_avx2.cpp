@@ -261,88 +261,119 @@ template <int N>
   for (int g = 0; g < 2 * N; ++g) amax[g] = m[g];
 }
 
-// The FP8 magnitude codes (int32) of x * mul (8 columns, each lane its own multiplier, the
-// products finite), as encode_block's: |x * mul| clamped to the element max, rounded to nearest
-// even (subnormal codes by an FPU add). With kStats, `sat` counts (subtracts -1 in) the lanes
-// whose |x * mul| exceeds the max and `flushed` those whose x is nonzero and code 0.
-template <Element E, bool kStats>
-[[gnu::always_inline]] inline __m256i column_codes32(__m256 x, __m256 mul, __m256i& sat,
-                                                     __m256i& flushed) {
+// The 32-bit lanes' constants of 8 columns' blocks (column j in lane j) from their amax bits
+// and multipliers, column_constants16's for a float32 source: `round` the exponent add e << 23
+// with the rounding bias and the rebias folded in, `from` the smallest |x| bits with a normal
+// code (at least float32's smallest normal), `sat_above` the largest |x| bits whose product does
+// not exceed the element max. `bad` gets -1 in the lanes that need the row-wise body (an infinite
+// or NaN amax, a multiplier that is not a normal power of 2 or is above 2^(127 - kBias)), whose
+// lanes get round 0, from and sat_above 0x7FFFFFFF.
+template <Element E>
+[[gnu::always_inline]] inline void column_constants32(__m256i amax, const float* mul,
+                                                      __m256i& round, __m256i& from,
+                                                      __m256i& sat_above, __m256i& bad) {
   constexpr ElementLimits lim = element_limits(E);
-  constexpr int kMant = E == Element::kE4m3 ? 3 : 2, kBias = E == Element::kE4m3 ? 7 : 15;
-  constexpr int kDrop = 23 - kMant;
-  constexpr int kMinNormalBits = (128 - kBias) << 23;
-  constexpr int kMagicBits = (127 + 24 - kBias - kMant) << 23;
-  constexpr int kRound = (1 << (kDrop - 1)) - 1 - (((127 - kBias) << kMant) << kDrop);
-  const __m256 y =
-      _mm256_and_ps(_mm256_mul_ps(x, mul), _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)));
-  if constexpr (kStats)
-    sat = _mm256_add_epi32(
-        sat, _mm256_castps_si256(_mm256_cmp_ps(y, _mm256_set1_ps(lim.max), _CMP_GT_OQ)));
-  const __m256i a = _mm256_castps_si256(_mm256_min_ps(y, _mm256_set1_ps(lim.max)));
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, kDrop), _mm256_set1_epi32(1));
-  const __m256i normal = _mm256_srli_epi32(
-      _mm256_add_epi32(_mm256_add_epi32(a, _mm256_set1_epi32(kRound)), lsb), kDrop);
-  const __m256i sub = _mm256_sub_epi32(
-      _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a),
-                                        _mm256_castsi256_ps(_mm256_set1_epi32(kMagicBits)))),
-      _mm256_set1_epi32(kMagicBits));
-  const __m256i code =
-      _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(kMinNormalBits), a));
-  if constexpr (kStats)
-    flushed = _mm256_add_epi32(
-        flushed,
-        _mm256_and_si256(_mm256_cmpeq_epi32(code, _mm256_setzero_si256()),
-                         _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ))));
-  return code;
+  constexpr int kBias = Bf16Lanes<E>::kBias;
+  constexpr int kDrop = 23 - Bf16Lanes<E>::kMant;
+  constexpr int kRound = (1 << (kDrop - 1)) - 1 - ((127 - kBias) << 23);
+  const __m256i mb = _mm256_castps_si256(_mm256_loadu_ps(mul));
+  const __m256i field = _mm256_srli_epi32(mb, 23);
+  const __m256i zero = _mm256_setzero_si256();
+  bad = _mm256_or_si256(
+      _mm256_or_si256(
+          _mm256_xor_si256(
+              _mm256_cmpeq_epi32(_mm256_and_si256(mb, _mm256_set1_epi32(0x807FFFFF)), zero),
+              _mm256_set1_epi32(-1)),
+          _mm256_cmpgt_epi32(amax, _mm256_set1_epi32(0x7F7FFFFF))),
+      _mm256_or_si256(_mm256_cmpeq_epi32(field, zero),
+                      _mm256_cmpgt_epi32(field, _mm256_set1_epi32(254 - kBias))));
+  const __m256i e = _mm256_sub_epi32(field, _mm256_set1_epi32(127));
+  const __m256i add = _mm256_slli_epi32(e, 23);
+  const __m256i none = _mm256_set1_epi32(0x7FFFFFFF);
+  round = _mm256_andnot_si256(bad, _mm256_add_epi32(add, _mm256_set1_epi32(kRound)));
+  // e <= 127 - kBias: (128 - kBias - e) << 23 is at least float32's smallest normal.
+  from = _mm256_blendv_epi8(
+      _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(128 - kBias), e), 23), none, bad);
+  sat_above = _mm256_blendv_epi8(
+      _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int32_t>(bits_of(lim.max))), add), none, bad);
+}
+
+// The FP8 magnitude codes (int32) of 8 columns' float32 values (bits v) under their lanes'
+// power-of-2 multipliers (column_constants32) where |x| has a normal code, before the element's
+// largest code caps them; a zero's is 0 or below. lowest gets the least |x| - 1 (as unsigned) so
+// far, from which the lanes with a nonzero |x| below `from` are found once per block; with
+// kStats, `sat` counts (subtracts -1 in) the lanes above sat_above.
+template <Element E, bool kStats>
+[[gnu::always_inline]] inline __m256i column_codes32(__m256i v, __m256i round, __m256i sat_above,
+                                                     __m256i& lowest, __m256i& sat) {
+  constexpr int kDrop = 23 - Bf16Lanes<E>::kMant;
+  const __m256i a = _mm256_and_si256(v, _mm256_set1_epi32(0x7FFFFFFF));
+  // Round to nearest even on the dropped bits: bit kDrop of |x| is that of |x| * 2^e.
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(v, kDrop), _mm256_set1_epi32(1));
+  lowest = _mm256_min_epu32(lowest, _mm256_add_epi32(a, _mm256_set1_epi32(-1)));
+  if constexpr (kStats) sat = _mm256_add_epi32(sat, _mm256_cmpgt_epi32(a, sat_above));
+  return _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(a, lsb), round), kDrop);
 }
 
 // encode_column_block16 for a float32 source (p: the block's 32 rows of 16 columns, ld apart;
-// amax: the columns' largest magnitude bits, 0-7 and 8-15): each row's codes in float32 lanes
-// (column_codes32) under the columns' multipliers, then transposed as there. A column whose amax
-// is infinite or NaN is encoded from a copy of its block by the row-wise body; with kStats the
-// saturated and flushed counts of the others are added to the totals.
+// amax: the columns' largest magnitude bits, 0-7 and 8-15): each row's codes on x's bits in
+// 32-bit lanes (column_codes32) under the columns' power-of-2 multipliers, then transposed as
+// there. A column whose block needs the float32 path (its multiplier not a normal power of 2 or
+// above 2^(127 - bias), a nonzero |x| below the normal codes, an infinite or NaN amax) is encoded
+// again from a copy of its block by the row-wise body; with kStats the saturated counts of the
+// others are added to sat_total (they flush no element).
 template <Element E, E8m0Rounding R, bool kStats, typename Sink>
 [[gnu::always_inline]] inline void encode_column_block32(const float* p, int64_t ld,
                                                          const __m256i* amax, uint8_t* scale,
                                                          int64_t scale_row, Sink sink,
-                                                         MxStatsRun* runs, __m256i& sat_total,
-                                                         __m256i& flushed_total) {
+                                                         MxStatsRun* runs, __m256i& sat_total) {
+  using L = Bf16Lanes<E>;
   ColumnScales16 cs;
-  const unsigned fallback = cs.set<E, R>(amax[0], amax[1], scale, scale_row);
-  const __m256i bad_lo = _mm256_cmpgt_epi32(amax[0], _mm256_set1_epi32(0x7F7FFFFF));
-  const __m256i bad_hi = _mm256_cmpgt_epi32(amax[1], _mm256_set1_epi32(0x7F7FFFFF));
-  // Lanes of the float32 path's columns multiply by 0: their codes are redone below.
-  const __m256 m_lo = _mm256_andnot_ps(_mm256_castsi256_ps(bad_lo), _mm256_load_ps(cs.mul));
-  const __m256 m_hi = _mm256_andnot_ps(_mm256_castsi256_ps(bad_hi), _mm256_load_ps(cs.mul + 8));
-  __m256i sat[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-  __m256i flushed[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  cs.set<E, R>(amax[0], amax[1], scale, scale_row);
+  __m256i round[2], from[2], sat_above[2], bad[2], lowest[2], sat[2];
+  for (int h = 0; h < 2; ++h) {
+    column_constants32<E>(amax[h], cs.mul + 8 * h, round[h], from[h], sat_above[h], bad[h]);
+    lowest[h] = _mm256_set1_epi32(-1);
+    sat[h] = _mm256_setzero_si256();
+  }
   __m256i x[16];
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int k = 0; k < 16; ++k) {
     __m256i half[2], sign[2];
-    for (int h = 0; h < 2; ++h) {
-      const float* row = p + (k + 16 * h) * ld;
-      const __m256 xl = _mm256_load_ps(row), xh = _mm256_load_ps(row + 8);
-      const __m256i cl = column_codes32<E, kStats>(xl, m_lo, sat[0], flushed[0]);
-      const __m256i ch = column_codes32<E, kStats>(xh, m_hi, sat[1], flushed[1]);
-      half[h] = _mm256_packus_epi32(cl, ch);  // [cols 0-3, 8-11 | 4-7, 12-15]
+    for (int r = 0; r < 2; ++r) {
+      const float* row = p + (k + 16 * r) * ld;
+      const __m256i xl = _mm256_load_si256(reinterpret_cast<const __m256i*>(row));
+      const __m256i xh = _mm256_load_si256(reinterpret_cast<const __m256i*>(row + 8));
+      const __m256i cl = column_codes32<E, kStats>(xl, round[0], sat_above[0], lowest[0], sat[0]);
+      const __m256i ch = column_codes32<E, kStats>(xh, round[1], sat_above[1], lowest[1], sat[1]);
+      // packus makes a zero's negative code 0: [cols 0-3, 8-11 | 4-7, 12-15].
+      half[r] = _mm256_packus_epi32(cl, ch);
       // packs keeps each value's sign in its 16-bit lane's top bit (and then its byte's).
-      sign[h] = _mm256_packs_epi32(_mm256_castps_si256(xl), _mm256_castps_si256(xh));
+      sign[r] = _mm256_packs_epi32(xl, xh);
     }
+    const __m256i codes =
+        _mm256_min_epu8(_mm256_packus_epi16(half[0], half[1]), _mm256_set1_epi8(L::kMaxCode));
     const __m256i bytes = _mm256_or_si256(
-        _mm256_packus_epi16(half[0], half[1]),
-        _mm256_and_si256(_mm256_packs_epi16(sign[0], sign[1]), _mm256_set1_epi8(-128)));
+        codes, _mm256_and_si256(_mm256_packs_epi16(sign[0], sign[1]), _mm256_set1_epi8(-128)));
     // dwords [k: 0-3, 8-11, k+16: 0-3, 8-11 | k: 4-7, 12-15, k+16: 4-7, 12-15] into row k's 16
     // codes (low 128-bit lane) and row k + 16's (high), as encode_column_block16 lays them.
     x[k] = _mm256_permutevar8x32_epi32(bytes, order);
   }
   transpose16x16_bytes(x);
+  // The columns cast here: a normal multiplier in range and no nonzero |x| below `from` (lowest
+  // at least from - 1, unsigned).
+  __m256i fine[2];
+  unsigned fallback = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m256i floor = _mm256_sub_epi32(from[h], _mm256_set1_epi32(1));
+    fine[h] = _mm256_andnot_si256(
+        bad[h], _mm256_cmpeq_epi32(_mm256_max_epu32(lowest[h], floor), lowest[h]));
+    fallback |= (~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(fine[h]))) & 0xFFu)
+                << (8 * h);
+  }
   if constexpr (kStats) {
-    sat_total = _mm256_sub_epi32(sat_total, _mm256_andnot_si256(bad_lo, sat[0]));
-    sat_total = _mm256_sub_epi32(sat_total, _mm256_andnot_si256(bad_hi, sat[1]));
-    flushed_total = _mm256_sub_epi32(flushed_total, _mm256_andnot_si256(bad_lo, flushed[0]));
-    flushed_total = _mm256_sub_epi32(flushed_total, _mm256_andnot_si256(bad_hi, flushed[1]));
+    sat_total = _mm256_sub_epi32(sat_total, _mm256_and_si256(fine[0], sat[0]));
+    sat_total = _mm256_sub_epi32(sat_total, _mm256_and_si256(fine[1], sat[1]));
     for (int j = 0; j < 16; ++j)
       if (!((fallback >> j) & 1u))
         record_block<E, DType::Id::f32>(runs[j], nullptr, 0, cs.bits[j], cs.s[j], cs.mul[j]);
@@ -669,8 +700,7 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
                                                   scale_row, sink, column_runs, sat_total);
             else
               encode_column_block32<E, R, kStats>(tile + kMxBlock * 16 * g, 16, amax + 2 * g, scale,
-                                                  scale_row, sink, column_runs, sat_total,
-                                                  flushed_total);
+                                                  scale_row, sink, column_runs, sat_total);
           };
           if (first) {
             block([&](int j, __m256i v) { _mm256_store_si256(kept + j, v); });
