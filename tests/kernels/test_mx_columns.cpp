@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
@@ -127,11 +128,27 @@ TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatisticsBf16) { check_whole
 
 TEST(MxColumns, WholeLineCodesGiveTheScalarBytesAndStatisticsF32) { check_whole_lines(kFloat32); }
 
+// rows x cols bfloat16 values x as `dtype` (float32: widened, exact), and their transpose.
+std::pair<std::vector<uint8_t>, std::vector<uint8_t>> source_and_transpose(
+    const std::vector<uint16_t>& x, int64_t rows, int64_t cols, DType dtype) {
+  const size_t item = dtype.itemsize();
+  std::vector<uint8_t> xs(x.size() * item), t(x.size() * item);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint16_t b = x[static_cast<size_t>(r * cols + c)];
+      const uint32_t wide = static_cast<uint32_t>(b) << 16;
+      const void* v = dtype == kBFloat16 ? static_cast<const void*>(&b) : &wide;
+      std::memcpy(xs.data() + (r * cols + c) * item, v, item);
+      std::memcpy(t.data() + (c * rows + r) * item, v, item);
+    }
+  return {xs, t};
+}
+
 // Blocks the E2M1 column body meets rarely: all zero, every element at the format's max (6)
 // times a power of 2 with its neighbours, a subnormal or zero element beside a large one, an
 // infinite or NaN element, amax at the top and bottom of the scales; 12 block rows (three whole
-// lines of each column's E2M1 codes) of 48 columns.
-TEST(MxColumns, E2m1EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
+// lines of each column's E2M1 codes) of 48 columns; bfloat16 and the same values in float32.
+void check_e2m1_edges(DType dtype) {
   const int64_t rows = 384, cols = 48;
   std::vector<uint16_t> x(static_cast<size_t>(rows * cols), 0);
   const float kinds[] = {0.0f, 6.0f, 0x1p-126f, 0x1.8p120f, 0.25f, 0x1p-133f, 3e38f, 1.0f};
@@ -155,14 +172,12 @@ TEST(MxColumns, E2m1EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
       }
       x[static_cast<size_t>(i)] = float_to_bf16_bits((r + c) % 3 == 0 ? -v : v);
     }
-  std::vector<uint16_t> t(x.size());
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = x[r * cols + c];
+  const auto [xs, t] = source_and_transpose(x, rows, cols, dtype);
   const int64_t n = cols * rows / 2, ns = cols * (rows / kMxBlock);
   for (const E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
     std::vector<uint8_t> want_c(static_cast<size_t>(n)), want_s(static_cast<size_t>(ns));
     MxCastStats want;
-    mx_quantize(t.data(), kBFloat16, cols, rows, Element::kE2m1, rd, want_c.data(), want_s.data(),
+    mx_quantize(t.data(), dtype, cols, rows, Element::kE2m1, rd, want_c.data(), want_s.data(),
                 SimdLevel::kScalar, &want);
     EXPECT_GT(want.flushed, 0);
     for (const SimdLevel level : simd_levels_here())
@@ -171,17 +186,22 @@ TEST(MxColumns, E2m1EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) {
           Aligned codes(static_cast<size_t>(n + offset)), scales(static_cast<size_t>(ns));
           std::memset(codes.p, 0xAB, static_cast<size_t>(n + offset));
           MxCastStats got;
-          mx_quantize_transposed(x.data(), kBFloat16, rows, cols, Element::kE2m1, rd,
-                                 codes.p + offset, scales.p, level, stats ? &got : nullptr);
-          const std::string at = std::string(rd == E8m0Rounding::kFloor ? "floor" : "rceil") +
-                                 " at " + simd_level_name(level) + " offset " +
-                                 std::to_string(offset) + (stats ? " with statistics" : "");
+          mx_quantize_transposed(xs.data(), dtype, rows, cols, Element::kE2m1, rd, codes.p + offset,
+                                 scales.p, level, stats ? &got : nullptr);
+          const std::string at = std::string(dtype.name()) + " " +
+                                 (rd == E8m0Rounding::kFloor ? "floor" : "rceil") + " at " +
+                                 simd_level_name(level) + " offset " + std::to_string(offset) +
+                                 (stats ? " with statistics" : "");
           EXPECT_EQ(0, std::memcmp(codes.p + offset, want_c.data(), want_c.size())) << at;
           EXPECT_EQ(0, std::memcmp(scales.p, want_s.data(), want_s.size())) << at;
           if (stats) EXPECT_TRUE(same_stats(got, want)) << at;
         }
   }
 }
+
+TEST(MxColumns, E2m1EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) { check_e2m1_edges(kBFloat16); }
+
+TEST(MxColumns, E2m1EdgeBlocksGiveTheScalarBytesAndStatisticsF32) { check_e2m1_edges(kFloat32); }
 
 // FP8 blocks at the edges of the column body's 16-bit lanes: a multiplier at and around
 // 2^(127 - bias), the largest under which a zero's code is 0 there (amax the element max times
@@ -221,17 +241,7 @@ void check_fp8_edges(DType dtype) {
       }
       x[static_cast<size_t>(r * cols + c)] = float_to_bf16_bits((r + c) % 3 == 0 ? -v : v);
     }
-  // x and its transpose in dtype (float32: the bfloat16 values widened, exact).
-  const size_t item = dtype.itemsize();
-  std::vector<uint8_t> xs(x.size() * item), t(x.size() * item);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const uint16_t b = x[static_cast<size_t>(r * cols + c)];
-      const uint32_t wide = static_cast<uint32_t>(b) << 16;
-      const void* v = dtype == kBFloat16 ? static_cast<const void*>(&b) : &wide;
-      std::memcpy(xs.data() + (r * cols + c) * item, v, item);
-      std::memcpy(t.data() + (c * rows + r) * item, v, item);
-    }
+  const auto [xs, t] = source_and_transpose(x, rows, cols, dtype);
   const int64_t n = cols * rows, ns = cols * (rows / kMxBlock);
   int compared = 0;
   for (const Element e : {Element::kE4m3, Element::kE5m2})

@@ -410,10 +410,14 @@ template <typename Sink>
   }
 }
 
-// encode_column_block32 for E2M1 codes: each row's codes in float32 lanes as encode_block's
-// (x * mul, clamped under rceil, e2m1_codes), transposed as there into a byte per code, then
-// each column's 32 codes packed two a byte (sink_nibbles). A column whose amax is infinite or NaN
-// is encoded from a copy of its block by the row-wise body.
+// E2M1 codes of a float32 block of 16 columns on x's bits in 32-bit lanes, as
+// encode_column_block_e2m1_bf16 takes a bfloat16 block (RowConstants<kE2m1, f32>, one column a
+// lane): p is the block's 32 rows of 16 columns (16 elements apart), amax their largest magnitude
+// bits (columns 0-7 and 8-15). The 32 x 16 codes are transposed in registers and each column's 32
+// packed two a byte for sink(j, its 16 bytes). A column whose block is not cast on its bits
+// (RowConstants::slow) is encoded again from a copy of its block by the row-wise body. With
+// kStats the saturated (kFloor) and flushed elements of the other columns are added to sat_total
+// and flushed_total.
 template <E8m0Rounding R, bool kStats, typename Sink>
 [[gnu::always_inline]] inline void encode_column_block_e2m1(const float* p, const __m256i* amax,
                                                             uint8_t* scale, int64_t scale_row,
@@ -421,54 +425,79 @@ template <E8m0Rounding R, bool kStats, typename Sink>
                                                             __m256i& sat_total,
                                                             __m256i& flushed_total) {
   constexpr Element E = Element::kE2m1;
-  constexpr ElementLimits lim = element_limits(E);
-  constexpr DType::Id kSrc = DType::Id::f32;
+  using K = RowConstants<E, DType::Id::f32>;
   ColumnScales16 cs;
-  const unsigned fallback = cs.set<E, R>(amax[0], amax[1], scale, scale_row);
-  const __m256i bad_lo = _mm256_cmpgt_epi32(amax[0], _mm256_set1_epi32(0x7F7FFFFF));
-  const __m256i bad_hi = _mm256_cmpgt_epi32(amax[1], _mm256_set1_epi32(0x7F7FFFFF));
-  // Lanes of the row-wise body's columns multiply by 0: their codes are redone below.
-  const __m256 m[2] = {_mm256_andnot_ps(_mm256_castsi256_ps(bad_lo), _mm256_load_ps(cs.mul)),
-                       _mm256_andnot_ps(_mm256_castsi256_ps(bad_hi), _mm256_load_ps(cs.mul + 8))};
+  cs.set<E, R>(amax[0], amax[1], scale, scale_row);
+  K k[2];
+  k[0].set(amax[0], cs.mul);
+  k[1].set(amax[1], cs.mul + 8);
+  const unsigned fallback = k[0].slow | k[1].slow << 8;
+  const auto load = [&](const int32_t* v) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+  };
+  const __m256i add[2] = {load(k[0].add), load(k[1].add)};
+  const __m256i quarter[2] = {load(k[0].from_less_1), load(k[1].from_less_1)};
+  const __m256i three_quarters[2] = {load(k[0].three_quarters), load(k[1].three_quarters)};
+  const __m256i above[2] = {load(k[0].sat_above), load(k[1].sat_above)};
+  const __m256i one = _mm256_set1_epi32(1), magnitude = _mm256_set1_epi32(0x7FFFFFFF);
   __m256i sat[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-  __m256i flushed[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  __m256i kept[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  // Each lane's code: the rounded one of |x| * 2^e, or below 1 the count of the two thresholds
+  // |x| exceeds where that is more (at most 7 once capped).
+  const auto code = [&](__m256i v, int h) {
+    const __m256i a = _mm256_and_si256(v, magnitude);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, K::kDrop), one);
+    const __m256i rounded =
+        _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(a, lsb), add[h]), K::kDrop);
+    const __m256i half = _mm256_cmpgt_epi32(a, quarter[h]);
+    const __m256i low = _mm256_sub_epi32(
+        _mm256_setzero_si256(), _mm256_add_epi32(half, _mm256_cmpgt_epi32(a, three_quarters[h])));
+    if constexpr (kStats && R == E8m0Rounding::kFloor)
+      sat[h] = _mm256_add_epi32(sat[h], _mm256_cmpgt_epi32(a, above[h]));
+    if constexpr (kStats)
+      kept[h] = _mm256_add_epi32(
+          kept[h], _mm256_or_si256(half, _mm256_cmpeq_epi32(a, _mm256_setzero_si256())));
+    return _mm256_max_epi32(rounded, low);
+  };
   __m256i x[16];
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int k = 0; k < 16; ++k) {
-    __m256i half[2];
-    for (int h = 0; h < 2; ++h) {
-      const float* row = p + (k + 16 * h) * 16;
-      __m256i c[2];
-      for (int q = 0; q < 2; ++q) {
-        const __m256 v = load8(row, DType{kSrc}, 8 * q);
-        __m256 y = _mm256_mul_ps(v, m[q]);
-        if constexpr (kStats)
-          sat[q] = _mm256_sub_epi32(sat[q], _mm256_castps_si256(_mm256_cmp_ps(
-                                                abs8(y), _mm256_set1_ps(lim.max), _CMP_GT_OQ)));
-        if constexpr (R == E8m0Rounding::kRceil) y = clamp8(y, lim.max);
-        c[q] = e2m1_codes(y);
-        if constexpr (kStats)
-          flushed[q] = _mm256_sub_epi32(
-              flushed[q],
-              _mm256_and_si256(
-                  _mm256_cmpeq_epi32(_mm256_and_si256(c[q], _mm256_set1_epi32(7)),
-                                     _mm256_setzero_si256()),
-                  _mm256_castps_si256(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_NEQ_OQ))));
-      }
-      half[h] = _mm256_packus_epi32(c[0], c[1]);  // [cols 0-3, 8-11 | 4-7, 12-15]
+  for (int r = 0; r < 16; ++r) {
+    __m256i half[2], sign[2];
+    for (int q = 0; q < 2; ++q) {
+      const float* row = p + (r + 16 * q) * 16;
+      const __m256i xl = _mm256_load_si256(reinterpret_cast<const __m256i*>(row));
+      const __m256i xh = _mm256_load_si256(reinterpret_cast<const __m256i*>(row + 8));
+      half[q] = _mm256_packus_epi32(code(xl, 0), code(xh, 1));  // [0-3, 8-11 | 4-7, 12-15]
+      // packs keeps each value's sign in its 16-bit lane's top bit (and then its byte's).
+      sign[q] = _mm256_packs_epi32(xl, xh);
     }
-    // Row k's 16 codes in the low 128-bit lane, row k + 16's in the high.
-    x[k] = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(half[0], half[1]), order);
+    const __m256i codes =
+        _mm256_min_epu8(_mm256_packus_epi16(half[0], half[1]), _mm256_set1_epi8(K::kMaxCode));
+    // The signs' 0x80 moved to bit 3 of each byte.
+    const __m256i signs =
+        _mm256_srli_epi16(_mm256_and_si256(_mm256_packs_epi16(sign[0], sign[1]),
+                                           _mm256_set1_epi8(static_cast<char>(0x80))),
+                          4);
+    // Row r's 16 codes in the low 128-bit lane, row r + 16's in the high.
+    x[r] = _mm256_permutevar8x32_epi32(_mm256_or_si256(codes, signs), order);
   }
   transpose16x16_bytes(x);
   if constexpr (kStats) {
-    sat_total = _mm256_add_epi32(sat_total, _mm256_andnot_si256(bad_lo, sat[0]));
-    sat_total = _mm256_add_epi32(sat_total, _mm256_andnot_si256(bad_hi, sat[1]));
-    flushed_total = _mm256_add_epi32(flushed_total, _mm256_andnot_si256(bad_lo, flushed[0]));
-    flushed_total = _mm256_add_epi32(flushed_total, _mm256_andnot_si256(bad_hi, flushed[1]));
+    // The lanes of the columns cast here (the others are counted by the row-wise body): their
+    // saturated elements, and their flushed ones, 32 less those kept.
+    for (int h = 0; h < 2; ++h) {
+      const __m256i fine = _mm256_cmpeq_epi32(
+          _mm256_and_si256(_mm256_set1_epi32(static_cast<int32_t>(fallback >> (8 * h))),
+                           _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)),
+          _mm256_setzero_si256());
+      sat_total = _mm256_sub_epi32(sat_total, _mm256_and_si256(sat[h], fine));
+      flushed_total = _mm256_add_epi32(
+          flushed_total,
+          _mm256_and_si256(_mm256_add_epi32(kept[h], _mm256_set1_epi32(kMxBlock)), fine));
+    }
     for (int j = 0; j < 16; ++j)
       if (!((fallback >> j) & 1u))
-        record_block<E, kSrc>(runs[j], nullptr, 0, cs.bits[j], cs.s[j], cs.mul[j]);
+        record_block<E, DType::Id::f32>(runs[j], nullptr, 0, cs.bits[j], cs.s[j], cs.mul[j]);
   }
   alignas(16) uint8_t redone[16][kMxBlock / 2];  // the fallback columns' codes
   redo_columns<E, R, kStats>(p, 16, fallback, scale, scale_row, runs, redone);
