@@ -597,12 +597,13 @@ TEST(BlockFormats, Nvfp4EveryValueGivesTheScalarBytes) {
 // NVFP4 rounded to nearest against the scalar body on edge blocks (bfloat16: codes by compares
 // against thresholds each thread makes per tensor scale and scale code; float32 as well): all zero,
 // holding infinity or NaN, all subnormal, at +-6 * 448 * tensor scale and around it, a block of one
-// tiny value among zeros beside huge ones (scale codes far apart in one group), groups of 8
-// blocks and the padded last group and a short block, per 1x16 block and per 16x16 tile, with and
-// without statistics; under tensor scales that come back after others (the thresholds of one
-// tensor scale must not serve another).
+// tiny value among zeros beside huge ones (scale codes far apart in one group), rows of several
+// groups (each group's scales taken a group ahead), the padded last group and a short block, per
+// 1x16 block and per 16x16 tile, with and without statistics; under tensor scales that come back
+// after others (the thresholds of one tensor scale must not serve another).
 TEST(BlockFormats, Nvfp4EdgeBlocksGiveTheScalarBytes) {
-  const int64_t rows = 48, cols = 8 * 16 * 2 + 3 * 16 + 7;
+  // Rows of three groups of 16 blocks (six of 8), 3 blocks that make no group, a short block.
+  const int64_t rows = 48, cols = 16 * 16 * 3 + 3 * 16 + 7;
   const float scales_in_turn[] = {1.0f, 0.37f, 1e-37f, 1.0f, 3.1e-3f, 0.37f, 2e30f};
   int compared = 0;
   for (const float ts : scales_in_turn) {

@@ -361,26 +361,31 @@ struct Nvfp4LaneStats8 {
   }
 };
 
-// 8 blocks of 16 elements from src (128 elements, all inside the segment): their amax
-// (block_amax_in's 8, or their own by integer maxima of the magnitude bits), scales and factors
-// as vectors, then each block's codes, rounded to nearest or (kSr) stochastically with the
-// words of the 64-column groups from column `col` (a multiple of 16; philox.h's sr_word), two
-// blocks' codes stored at once. Returns the blocks whose factor is NaN or infinite (their codes
-// and scales are left for the scalar body, and they are not counted).
-template <bool kSr, bool kStats, DType::Id kSrc>
-inline unsigned encode_group8(const void* src, const float* block_amax_in, float tensor_scale,
-                              const PhiloxKeys8* keys, uint64_t offset, uint64_t row, int64_t col,
-                              uint8_t* codes, uint8_t* scales, Nvfp4LaneStats8* st) {
-  const DType dtype{kSrc};
+// A group of 8 blocks' own amax bits, factors and the blocks the scalar body casts (factor NaN
+// or infinite, where x = 0 makes x * factor NaN), taken before their codes (prepare_group8), so
+// that a loop can take the next group's while it codes one.
+struct FloatGroup {
+  __m256i own;  // a NaN's bits above infinity's
+  __m256 factor;
+  __m256 scalar_lanes;
+  unsigned to_scalar;
+  alignas(32) float f[8];
+};
+
+// encode_group8's first half: the 8 blocks' amax (block_amax_in's 8, or their own by integer
+// maxima of the magnitude bits), their scales (written) and factors.
+template <DType::Id kSrc>
+[[gnu::always_inline]] inline void prepare_group8(const void* src, const float* block_amax_in,
+                                                  float tensor_scale, uint8_t* scales,
+                                                  FloatGroup& g) {
   __m256i m[8];
-  __m256i own;  // the blocks' own amax bits (a NaN's above infinity's)
   if constexpr (kSrc == DType::Id::bf16) {
     const auto* p = static_cast<const uint16_t*>(src);
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k)
       m[k] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
                               _mm256_set1_epi16(0x7FFF));
-    own = transposed_max8_16(m);
+    g.own = transposed_max8_16(m);
   } else {
     const auto* p = static_cast<const float*>(src);
     const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
@@ -391,25 +396,33 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
                            magnitude),
           _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k + 8)),
                            magnitude));
-    own = transposed_max8(m);
+    g.own = transposed_max8(m);
   }
   __m256 amax;
   if (block_amax_in) {
     amax = _mm256_loadu_ps(block_amax_in);
   } else {
     amax = _mm256_castsi256_ps(
-        _mm256_blendv_epi8(own, _mm256_set1_epi32(static_cast<int>(kQuietNan)),
-                           _mm256_cmpgt_epi32(own, _mm256_set1_epi32(0x7F800000))));
+        _mm256_blendv_epi8(g.own, _mm256_set1_epi32(static_cast<int>(kQuietNan)),
+                           _mm256_cmpgt_epi32(g.own, _mm256_set1_epi32(0x7F800000))));
   }
   __m256i scale_codes;
-  const __m256 factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
+  g.factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
   _mm_storel_epi64(reinterpret_cast<__m128i*>(scales), bytes_of(scale_codes));
   // A factor that is NaN or infinite (where x = 0 makes x * factor NaN) is the scalar body's.
-  const __m256 scalar_lanes =
-      _mm256_cmp_ps(factor, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ);
-  const auto to_scalar = static_cast<unsigned>(_mm256_movemask_ps(scalar_lanes));
-  alignas(32) float f[8];
-  _mm256_store_ps(f, factor);
+  g.scalar_lanes =
+      _mm256_cmp_ps(g.factor, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ);
+  g.to_scalar = static_cast<unsigned>(_mm256_movemask_ps(g.scalar_lanes));
+  _mm256_store_ps(g.f, g.factor);
+}
+
+// encode_group8's second half, from its prepared group g.
+template <bool kSr, bool kStats, DType::Id kSrc>
+[[gnu::always_inline]] inline unsigned encode_prepared8(const void* src, const FloatGroup& g,
+                                                        const PhiloxKeys8* keys, uint64_t offset,
+                                                        uint64_t row, int64_t col, uint8_t* codes,
+                                                        Nvfp4LaneStats8* st) {
+  const DType dtype{kSrc};
   // Block k reads word (d + k) % 4 of 64-column group (d + k) / 4 from col's, lanes 0-7 and
   // 8-15 of its 16 counter blocks: a third group where col is not a multiple of 64.
   const int d = static_cast<int>((col >> 4) & 3);
@@ -426,14 +439,14 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
     for (int j = 0; j < 4; ++j) {
       const int blk = k + j / 2, h = j % 2;
       const __m256 x = load8(src, dtype, 16 * blk + 8 * h);
-      const __m256 y = _mm256_mul_ps(x, _mm256_set1_ps(f[blk]));
+      const __m256 y = _mm256_mul_ps(x, _mm256_set1_ps(g.f[blk]));
       if constexpr (kSr) {
         c[j] = e2m1_codes_stochastic(y, words[(d + blk) >> 2][h][(d + blk) & 3]);
       } else {
         c[j] = e2m1_codes_of_numbers(y);
       }
       if constexpr (kStats) {
-        if (!((to_scalar >> blk) & 1)) {
+        if (!((g.to_scalar >> blk) & 1)) {
           st->saturated = _mm256_sub_epi32(
               st->saturated, _mm256_castps_si256(_mm256_cmp_ps(abs8(y), six, _CMP_GT_OQ)));
           const __m256i zero_code = _mm256_cmpeq_epi32(_mm256_and_si256(c[j], _mm256_set1_epi32(7)),
@@ -449,12 +462,27 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
   if constexpr (kStats) {
     // The blocks' own amax with NaN passed over is a number where the factor is finite (a
     // block holding a NaN has a NaN factor); the other lanes count 0.
-    const __m256 own_f = _mm256_andnot_ps(scalar_lanes, _mm256_castsi256_ps(own));
+    const __m256 own_f = _mm256_andnot_ps(g.scalar_lanes, _mm256_castsi256_ps(g.own));
     st->best = _mm256_max_ps(own_f, st->best);
     st->peak =
-        _mm256_max_ps(_mm256_mul_ps(own_f, _mm256_andnot_ps(scalar_lanes, factor)), st->peak);
+        _mm256_max_ps(_mm256_mul_ps(own_f, _mm256_andnot_ps(g.scalar_lanes, g.factor)), st->peak);
   }
-  return to_scalar;
+  return g.to_scalar;
+}
+
+// 8 blocks of 16 elements from src (128 elements, all inside the segment): their amax
+// (block_amax_in's 8, or their own by integer maxima of the magnitude bits), scales and factors
+// as vectors, then each block's codes, rounded to nearest or (kSr) stochastically with the
+// words of the 64-column groups from column `col` (a multiple of 16; philox.h's sr_word), two
+// blocks' codes stored at once. Returns the blocks whose factor is NaN or infinite (their codes
+// and scales are left for the scalar body, and they are not counted).
+template <bool kSr, bool kStats, DType::Id kSrc>
+inline unsigned encode_group8(const void* src, const float* block_amax_in, float tensor_scale,
+                              const PhiloxKeys8* keys, uint64_t offset, uint64_t row, int64_t col,
+                              uint8_t* codes, uint8_t* scales, Nvfp4LaneStats8* st) {
+  FloatGroup g;
+  prepare_group8<kSrc>(src, block_amax_in, tensor_scale, scales, g);
+  return encode_prepared8<kSr, kStats, kSrc>(src, g, keys, offset, row, col, codes, st);
 }
 
 // A group of 8 bfloat16 blocks made ready for encode_group8_bf16 (prepare_group8_bf16): their
@@ -575,24 +603,38 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
       prepare_group8_bf16(p + b * kNvfp4Block, block_amax_in ? block_amax_in + b : nullptr,
                           tensor_scale, *thresholds, scales + b, g);
   };
+  // A float32 source rounded to nearest: each group's amax and factors taken a group ahead too.
+  constexpr bool kFloatAhead = kSrc == DType::Id::f32 && !kSr;
+  auto prepare_float = [&](int64_t b, FloatGroup & g) __attribute__((always_inline)) {
+    prepare_group8<kSrc>(at(src, dtype, b * kNvfp4Block),
+                         block_amax_in ? block_amax_in + b : nullptr, tensor_scale, scales + b, g);
+  };
   int64_t b = 0;
   const int64_t groups = blocks / 8;
   Bf16Group ahead[2];
+  FloatGroup float_ahead[2];
   if (kThresholds && groups > 0) prepare(0, ahead[0]);
+  if (kFloatAhead && groups > 0) prepare_float(0, float_ahead[0]);
   for (; b + 8 <= blocks; b += 8) {
     const void* x = at(src, dtype, b * kNvfp4Block);
     const float* amax_in = block_amax_in ? block_amax_in + b : nullptr;
     uint8_t *c = codes + b * kNvfp4Block / 2, *s = scales + b;
+    const int64_t q = b / 8;
     if constexpr (kThresholds) {
-      const int64_t q = b / 8;
       if (q + 1 < groups) prepare(b + 8, ahead[(q + 1) & 1]);
       if (ahead[q & 1].ok) {
         encode_group8_bf16<kStats>(p + b * kNvfp4Block, ahead[q & 1], *thresholds, c, &st);
         continue;
       }
     }
-    for (unsigned nan = group(x, amax_in, b, c, s); nan; nan &= nan - 1)
-      scalar_block(b + std::countr_zero(nan), kNvfp4Block);
+    unsigned nan;
+    if constexpr (kFloatAhead) {
+      if (q + 1 < groups) prepare_float(b + 8, float_ahead[(q + 1) & 1]);
+      nan = encode_prepared8<kSr, kStats, kSrc>(x, float_ahead[q & 1], nullptr, 0, 0, 0, c, &st);
+    } else {
+      nan = group(x, amax_in, b, c, s);
+    }
+    for (; nan; nan &= nan - 1) scalar_block(b + std::countr_zero(nan), kNvfp4Block);
   }
   if (b < blocks) {
     // The last 1-7 whole blocks, zero-padded to 8 (the padding's codes are dropped).

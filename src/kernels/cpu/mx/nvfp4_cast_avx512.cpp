@@ -193,44 +193,54 @@ struct Nvfp4LaneStats {
   }
 };
 
-// 16 blocks of 16 elements from src (256 elements, all inside the segment): their amax
-// (block_amax_in's 16, or their own), scales and factors as vectors, then each block's codes
-// from the registers that hold it, rounded to nearest or (kSr) stochastically with the words of
-// the 64-column groups from column `col` (a multiple of 16; philox.h's sr_word). Returns the blocks
-// whose factor is NaN or infinite (their codes and scales are left for the scalar body, and they
-// are not counted).
-template <bool kSr, bool kStats, DType::Id kSrc>
-inline unsigned encode_group16(const void* src, const float* block_amax_in, float tensor_scale,
-                               const PhiloxKeys16* keys, uint64_t offset, uint64_t row, int64_t col,
-                               uint8_t* codes, uint8_t* scales, Nvfp4LaneStats* st) {
+// A group of 16 blocks' own amax bits, factors and the blocks the scalar body casts (factor NaN
+// or infinite, where x = 0 makes x * factor NaN), taken before their codes (prepare_group16), so
+// that a loop can take the next group's while it codes one.
+struct FloatGroup16 {
+  __m512i own;  // a NaN's bits above infinity's
+  __m512 factor;
+  __mmask16 to_scalar;
+  alignas(64) float f[16];
+};
+
+// encode_group16's first half: the 16 blocks' amax (block_amax_in's 16, or their own), their
+// scales (written) and factors.
+template <DType::Id kSrc>
+[[gnu::always_inline]] inline void prepare_group16(const void* src, const float* block_amax_in,
+                                                   float tensor_scale, uint8_t* scales,
+                                                   FloatGroup16& g) {
   const DType dtype{kSrc};
   const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
-  __m512 x[16];
   __m512i m[16];
 #pragma GCC unroll 16
-  for (int k = 0; k < 16; ++k) {
-    x[k] = load16(src, dtype, 16 * k);
-    m[k] = _mm512_and_si512(_mm512_castps_si512(x[k]), magnitude);
-  }
-  const __m512i own = reduce16_max(m);  // the blocks' own amax bits (NaN above infinity's)
+  for (int k = 0; k < 16; ++k)
+    m[k] = _mm512_and_si512(_mm512_castps_si512(load16(src, dtype, 16 * k)), magnitude);
+  g.own = reduce16_max(m);
   __m512 amax;
   if (block_amax_in) {
     amax = _mm512_loadu_ps(block_amax_in);
   } else {
-    amax = _mm512_mask_blend_ps(_mm512_cmpgt_epu32_mask(own, _mm512_set1_epi32(0x7F800000)),
-                                _mm512_castsi512_ps(own), _mm512_castsi512_ps(splat(kQuietNan)));
+    amax = _mm512_mask_blend_ps(_mm512_cmpgt_epu32_mask(g.own, _mm512_set1_epi32(0x7F800000)),
+                                _mm512_castsi512_ps(g.own), _mm512_castsi512_ps(splat(kQuietNan)));
   }
   __m512i scale_codes;
-  const __m512 factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
+  g.factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(scale_codes));
   // A factor that is NaN or infinite (where x = 0 makes x * factor NaN) is the scalar body's.
-  const __mmask16 to_scalar = _mm512_cmp_ps_mask(
-      factor, _mm512_set1_ps(std::numeric_limits<float>::infinity()), _CMP_NLT_UQ);
-  alignas(64) float f[16];
-  _mm512_store_ps(f, factor);
-  // Each block's factor is broadcast from memory (a load); left to itself the compiler takes it
-  // from the register by a permute, which costs the shuffle unit two operations a block.
-  asm volatile("" ::: "memory");
+  g.to_scalar = _mm512_cmp_ps_mask(g.factor, _mm512_set1_ps(std::numeric_limits<float>::infinity()),
+                                   _CMP_NLT_UQ);
+  _mm512_store_ps(g.f, g.factor);
+}
+
+// encode_group16's second half, from its prepared group g: each block's codes, its factor
+// broadcast from g.f (a load, where a permute of the factors' register would cost the shuffle
+// unit two operations a block).
+template <bool kSr, bool kStats, DType::Id kSrc>
+[[gnu::always_inline]] inline unsigned encode_prepared16(const void* src, const FloatGroup16& g,
+                                                         const PhiloxKeys16* keys, uint64_t offset,
+                                                         uint64_t row, int64_t col, uint8_t* codes,
+                                                         Nvfp4LaneStats* st) {
+  const DType dtype{kSrc};
   // Block k reads word (d + k) % 4 of 64-column group (d + k) / 4 from col's: a fifth group
   // where col is not a multiple of 64.
   const int d = static_cast<int>((col >> 4) & 3);
@@ -243,7 +253,8 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
   __m512i c4[4];
 #pragma GCC unroll 16
   for (int k = 0; k < 16; ++k) {
-    const __m512 y = _mm512_mul_ps(x[k], _mm512_set1_ps(f[k]));
+    const __m512 x = load16(src, dtype, 16 * k);
+    const __m512 y = _mm512_mul_ps(x, _mm512_set1_ps(g.f[k]));
     __m512i& c = c4[k % 4];
     if constexpr (kSr) {
       c = e2m1_codes_stochastic(y, words[(d + k) >> 2][(d + k) & 3]);
@@ -253,24 +264,38 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
     if (k % 4 == 3) store_e2m1_blocks4(codes + 8 * (k - 3), c4[0], c4[1], c4[2], c4[3]);
     if constexpr (kStats) {
       // A block the scalar body casts counts zero here (its lanes' masks are cleared).
-      const __mmask16 live = (to_scalar >> k) & 1 ? 0 : 0xFFFF;
+      const __mmask16 live = (g.to_scalar >> k) & 1 ? 0 : 0xFFFF;
       const __m512i one = _mm512_set1_epi32(1);
       const __mmask16 over = _mm512_mask_cmp_ps_mask(live, abs16(y), six, _CMP_GT_OQ);
       st->saturated = _mm512_mask_add_epi32(st->saturated, over, st->saturated, one);
       const __mmask16 zero_code = _mm512_mask_testn_epi32_mask(live, c, _mm512_set1_epi32(7));
-      const __mmask16 nonzero = _mm512_cmp_ps_mask(x[k], _mm512_setzero_ps(), _CMP_NEQ_OQ);
+      const __mmask16 nonzero = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_OQ);
       st->flushed = _mm512_mask_add_epi32(st->flushed, zero_code & nonzero, st->flushed, one);
     }
   }
   if constexpr (kStats) {
     // The blocks' own amax with NaN passed over is a number where the factor is finite (a
     // block holding a NaN has a NaN factor).
-    const __m512 own_f = _mm512_castsi512_ps(own);
-    st->best = _mm512_mask_max_ps(st->best, static_cast<__mmask16>(~to_scalar), own_f, st->best);
-    st->peak = _mm512_mask_max_ps(st->peak, static_cast<__mmask16>(~to_scalar),
-                                  _mm512_mul_ps(own_f, factor), st->peak);
+    const __m512 own_f = _mm512_castsi512_ps(g.own);
+    st->best = _mm512_mask_max_ps(st->best, static_cast<__mmask16>(~g.to_scalar), own_f, st->best);
+    st->peak = _mm512_mask_max_ps(st->peak, static_cast<__mmask16>(~g.to_scalar),
+                                  _mm512_mul_ps(own_f, g.factor), st->peak);
   }
-  return to_scalar;
+  return g.to_scalar;
+}
+
+// 16 blocks of 16 elements from src (256 elements, all inside the segment): their amax
+// (block_amax_in's 16, or their own), scales and factors as vectors, then each block's codes,
+// rounded to nearest or (kSr) stochastically with the words of the 64-column groups from column
+// `col` (a multiple of 16; philox.h's sr_word). Returns the blocks whose factor is NaN or
+// infinite (their codes and scales are left for the scalar body, and they are not counted).
+template <bool kSr, bool kStats, DType::Id kSrc>
+inline unsigned encode_group16(const void* src, const float* block_amax_in, float tensor_scale,
+                               const PhiloxKeys16* keys, uint64_t offset, uint64_t row, int64_t col,
+                               uint8_t* codes, uint8_t* scales, Nvfp4LaneStats* st) {
+  FloatGroup16 g;
+  prepare_group16<kSrc>(src, block_amax_in, tensor_scale, scales, g);
+  return encode_prepared16<kSr, kStats, kSrc>(src, g, keys, offset, row, col, codes, st);
 }
 
 // The NVFP4 cast of a segment, 16 blocks at a time (encode_group16); the segment's last blocks
@@ -308,13 +333,29 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                                              offset, static_cast<uint64_t>(row),
                                              first_col + b * kNvfp4Block, c, s, &st);
   };
+  // Rounded to nearest: each group's amax and factors taken a group ahead, so that their chain
+  // (a reduction, three divisions, the E4M3 encode) hides behind the blocks before.
+  constexpr bool kAhead = !kSr;
+  auto prepare = [&](int64_t b, FloatGroup16 & g) __attribute__((always_inline)) {
+    prepare_group16<kSrc>(at(src, dtype, b * kNvfp4Block),
+                          block_amax_in ? block_amax_in + b : nullptr, tensor_scale, scales + b, g);
+  };
+  const int64_t groups = blocks / 16;
+  FloatGroup16 ahead[2];
+  if (kAhead && groups > 0) prepare(0, ahead[0]);
   int64_t b = 0;
   for (; b + 16 <= blocks; b += 16) {
-    for (unsigned nan =
-             group(at(src, dtype, b * kNvfp4Block), block_amax_in ? block_amax_in + b : nullptr, b,
-                   codes + b * kNvfp4Block / 2, scales + b);
-         nan; nan &= nan - 1)
-      scalar_block(b + std::countr_zero(nan), kNvfp4Block);
+    const void* x = at(src, dtype, b * kNvfp4Block);
+    uint8_t* c = codes + b * kNvfp4Block / 2;
+    unsigned nan;
+    if constexpr (kAhead) {
+      const int64_t q = b / 16;
+      if (q + 1 < groups) prepare(b + 16, ahead[(q + 1) & 1]);
+      nan = encode_prepared16<kSr, kStats, kSrc>(x, ahead[q & 1], nullptr, 0, 0, 0, c, &st);
+    } else {
+      nan = group(x, block_amax_in ? block_amax_in + b : nullptr, b, c, scales + b);
+    }
+    for (; nan; nan &= nan - 1) scalar_block(b + std::countr_zero(nan), kNvfp4Block);
   }
   if (b < blocks) {
     // The last 1-15 whole blocks, zero-padded to 16 (the padding's codes are dropped).
