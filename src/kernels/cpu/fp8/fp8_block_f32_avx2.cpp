@@ -68,13 +68,6 @@ __attribute__((target("avx2"))) inline uint32_t max_magnitude_128(const float* s
   return lanes_max(best);
 }
 
-// A tile's amax * scale (block_peak's numerator, exact in double) into the running maximum; an
-// inf amax (scale 1) measures nothing.
-inline void fold_top(float amax, float scale, double& top_max) {
-  const double top = static_cast<double>(amax) * scale;
-  if (top <= std::numeric_limits<double>::max()) top_max = std::max(top_max, top);
-}
-
 // The constants of one scale's cast: the scale for float32 lanes and, where the integer codes
 // apply (scale 2^e with e <= 120, amax * scale within E4M3's range), rebias = ((120 - e) << 23)
 // less the rounding's 2^19 - 1, and normal_from - 1, normal_from = (121 - e) << 23 being the
@@ -424,30 +417,11 @@ __attribute__((target("avx2"))) void block_columns_f32_e4m3_avx2(
         gather_column(t, j, column);
         cast_128(column, out[j], nan[j], lanes[j], counts);
       }
-      for (int j = 0; j < 16; ++j) {
-        uint8_t* d = dst + (c + j) * dst_step;
-        for (int v = 0; v < kBlockLen / 32; ++v) {
-          const __m256i codes =
-              _mm256_load_si256(reinterpret_cast<const __m256i*>(out[j] + 32 * v));
-          if (stream)
-            _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
-          else
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
-        }
-      }
+      store_columns16(&out[0][0], kBlockLen, dst, c, dst_step, stream);
     }
   }
   if (stream) _mm_sfence();
-  alignas(32) float amaxes[8];
-  alignas(32) double tops[4];
-  _mm256_store_ps(amaxes, amax_acc);
-  _mm256_store_pd(tops, top_acc);
-  for (const float a : amaxes) amax_max = std::max(amax_max, a);
-  for (const double t : tops) top_max = std::max(top_max, t);
-  st.amax = amax_max;
-  st.peak = std::max(st.peak, top_max / kE4m3Max);
-  st.saturated += lane_sum(counts.saturated);
-  st.flushed += lane_sum(counts.flushed);
+  finish_columns(amax_acc, top_acc, amax_max, top_max, counts, st);
 }
 
 }  // namespace mantissa::kernels::fp8::detail

@@ -1,14 +1,19 @@
 #pragma once
-// Internal: the block recipe's scales of eight tiles at once in float32 lanes (block_scale,
-// block_scale_inverse, block_peak's numerator and lanes_of's test of fp8_block_avx2.cpp and
-// fp8_block_f32_avx2.cpp), for the transposed casts, which find 16 columns' maxima together and
-// would otherwise take each column's scale through a scalar chain of two divisions. Carries its
-// target and is always inlined, so only the AVX2 files that call it compile it.
+// Internal: what the block recipe's two AVX2 files (fp8_block_avx2.cpp for bfloat16,
+// fp8_block_f32_avx2.cpp for float32) share. The scales of eight tiles at once in float32 lanes
+// (block_scale, block_scale_inverse, block_peak's numerator and lanes_of's test), for the
+// transposed casts, which find 16 columns' maxima together and would otherwise take each column's
+// scale through a scalar chain of two divisions; a tile's peak folded into the running maximum;
+// the transposed casts' store of 16 columns' codes and their statistics' end. Carries its target
+// and is always inlined, so only the AVX2 files that call it compile it.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/fp8/fp8_block.h"
+#include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "mantissa/core/float8.h"
 
 namespace mantissa::kernels::fp8::detail {
@@ -64,6 +69,47 @@ __attribute__((target("avx2"), always_inline)) inline __m256i block_scales8(
                                                               _mm256_set1_ps(kMax), _CMP_LE_OQ)));
   fast = _mm256_andnot_si256(nan, ok);
   return e;
+}
+
+// A tile's amax * scale (block_peak's numerator, exact in double) into the running maximum; an
+// inf amax (scale 1) measures nothing.
+inline void fold_top(float amax, float scale, double& top_max) {
+  const double top = static_cast<double>(amax) * scale;
+  if (top <= std::numeric_limits<double>::max()) top_max = std::max(top_max, top);
+}
+
+// 16 columns' codes, built in out (one 32-byte aligned run of `len` codes a column), into column
+// c + j of dst at (c + j) * dst_step, past the caches where stream says the runs are aligned.
+__attribute__((target("avx2"), always_inline)) inline void store_columns16(
+    const uint8_t* out, int len, uint8_t* dst, int64_t c, int64_t dst_step, bool stream) {
+  for (int j = 0; j < 16; ++j) {
+    uint8_t* d = dst + (c + j) * dst_step;
+    for (int v = 0; v < len / 32; ++v) {
+      const __m256i codes =
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(out + j * len + 32 * v));
+      if (stream)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
+      else
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
+    }
+  }
+}
+
+// The end of a transposed cast: the lanes' amax and peak maxima, with the scalar ones of the
+// columns found again (a NaN's), and the counts into st.
+__attribute__((target("avx2"), always_inline)) inline void finish_columns(
+    __m256 amax_acc, __m256d top_acc, float amax_max, double top_max, const LaneCounts& counts,
+    BlockCastStats& st) {
+  alignas(32) float amaxes[8];
+  alignas(32) double tops[4];
+  _mm256_store_ps(amaxes, amax_acc);
+  _mm256_store_pd(tops, top_acc);
+  for (const float a : amaxes) amax_max = std::max(amax_max, a);
+  for (const double t : tops) top_max = std::max(top_max, t);
+  st.amax = amax_max;
+  st.peak = std::max(st.peak, top_max / Float8E4M3::kMax);
+  st.saturated += lane_sum(counts.saturated);
+  st.flushed += lane_sum(counts.flushed);
 }
 
 }  // namespace mantissa::kernels::fp8::detail
