@@ -92,6 +92,18 @@ MANTISSA_AVX2 inline void store16(uint8_t* dst, __m256i c) {
                    _mm_packus_epi16(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1)));
 }
 
+// 64 code bytes at dst, past the caches where streamed (dst then 32-byte aligned).
+MANTISSA_AVX2 inline void store64(uint8_t* dst, __m256i b0, __m256i b1, bool streamed) {
+  auto* o = reinterpret_cast<__m256i*>(dst);
+  if (streamed) {
+    _mm256_stream_si256(o, b0);
+    _mm256_stream_si256(o + 1, b1);
+  } else {
+    _mm256_storeu_si256(o, b0);
+    _mm256_storeu_si256(o + 1, b1);
+  }
+}
+
 MANTISSA_AVX2 inline __m256i load16(const uint16_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
@@ -393,14 +405,7 @@ MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int
       }
       const __m256i b0 = detail::pack32_bytes16(c0, c1);
       const __m256i b1 = detail::pack32_bytes16(c2, c3);
-      auto* o = reinterpret_cast<__m256i*>(out + c);
-      if (streamed) {
-        _mm256_stream_si256(o, b0);
-        _mm256_stream_si256(o + 1, b1);
-      } else {
-        _mm256_storeu_si256(o, b0);
-        _mm256_storeu_si256(o + 1, b1);
-      }
+      store64(out + c, b0, b1, streamed);
     }
     for (; c < vec_cols; c += 16) store16(out + c, codes_at(c));
     if (vec_cols < cols) {
@@ -468,14 +473,7 @@ MANTISSA_AVX2 bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t
         b0 = detail::pack32_bytes(e[0], e[1], e[2], e[3]);
         b1 = detail::pack32_bytes(e[4], e[5], e[6], e[7]);
       }
-      auto* o = reinterpret_cast<__m256i*>(out + c);
-      if (streamed) {
-        _mm256_stream_si256(o, b0);
-        _mm256_stream_si256(o + 1, b1);
-      } else {
-        _mm256_storeu_si256(o, b0);
-        _mm256_storeu_si256(o + 1, b1);
-      }
+      store64(out + c, b0, b1, streamed);
     }
     if (wide_cols < cols) {
       const CastStats tail =
