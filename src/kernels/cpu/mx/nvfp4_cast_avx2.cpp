@@ -361,6 +361,15 @@ struct Nvfp4LaneStats8 {
   }
 };
 
+// 8 blocks' amax: block_amax_in's where the caller has them, else their own maxima of the magnitude
+// bits (own), a NaN's bits (above infinity's) made the quiet NaN.
+__attribute__((always_inline)) inline __m256 group_amax(__m256i own, const float* block_amax_in) {
+  if (block_amax_in) return _mm256_loadu_ps(block_amax_in);
+  return _mm256_castsi256_ps(
+      _mm256_blendv_epi8(own, _mm256_set1_epi32(static_cast<int>(kQuietNan)),
+                         _mm256_cmpgt_epi32(own, _mm256_set1_epi32(0x7F800000))));
+}
+
 // A group of 8 blocks' own amax bits, factors and the blocks the scalar body casts (factor NaN
 // or infinite, where x = 0 makes x * factor NaN), taken before their codes (prepare_group8), so
 // that a loop can take the next group's while it codes one.
@@ -398,14 +407,7 @@ template <DType::Id kSrc>
                            magnitude));
     g.own = transposed_max8(m);
   }
-  __m256 amax;
-  if (block_amax_in) {
-    amax = _mm256_loadu_ps(block_amax_in);
-  } else {
-    amax = _mm256_castsi256_ps(
-        _mm256_blendv_epi8(g.own, _mm256_set1_epi32(static_cast<int>(kQuietNan)),
-                           _mm256_cmpgt_epi32(g.own, _mm256_set1_epi32(0x7F800000))));
-  }
+  const __m256 amax = group_amax(g.own, block_amax_in);
   __m256i scale_codes;
   g.factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
   _mm_storel_epi64(reinterpret_cast<__m128i*>(scales), bytes_of(scale_codes));
@@ -509,14 +511,7 @@ __attribute__((always_inline)) inline void prepare_group8_bf16(const uint16_t* p
     m[k] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
                             _mm256_set1_epi16(0x7FFF));
   g.own = transposed_max8_16(m);
-  __m256 amax;
-  if (block_amax_in) {
-    amax = _mm256_loadu_ps(block_amax_in);
-  } else {
-    amax = _mm256_castsi256_ps(
-        _mm256_blendv_epi8(g.own, _mm256_set1_epi32(static_cast<int>(kQuietNan)),
-                           _mm256_cmpgt_epi32(g.own, _mm256_set1_epi32(0x7F800000))));
-  }
+  const __m256 amax = group_amax(g.own, block_amax_in);
   g.code = nvfp4_scale_codes(amax, tensor_scale);
   g.ok = false;
   const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(g.code, _mm256_set1_epi32(t.hi)),
