@@ -3,7 +3,7 @@
 // 16 rows x 8 columns of src in 16 registers, register i holding element i of 8 blocks (one per
 // column), with the sign products and four butterfly stages of the transform applied lane by
 // lane. The transform's own tiles (hadamard.cpp) and the NVFP4 cast that encodes the blocks
-// straight from these registers (nvfp4_cast_avx2.cpp, nvfp4_rht_columns_avx2) share it. Carries
+// straight from these registers (nvfp4_rht_columns_avx2.cpp) share it. Carries
 // its target and is always inlined, so only AVX2 code compiles it.
 #include <immintrin.h>
 

@@ -128,7 +128,7 @@ struct MxKernels {
 // m_begin + 16, .. below m_end (all 16 of their rows inside src): each block encoded straight
 // from the registers that transform it (lane k: block k), into the rows of codes and scales
 // (code_row and scale_row bytes apart). The same bytes as nvfp4_quantize of the transform's
-// rows; an AVX2 body (nvfp4_cast_avx2.cpp) that the AVX-512 level runs too.
+// rows; an AVX2 body (nvfp4_rht_columns_avx2.cpp) that the AVX-512 level runs too.
 void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t c0, int64_t m_begin,
                             int64_t m_end, const Nvfp4Encoding& encoding, uint8_t* codes,
                             int64_t code_row, uint8_t* scales, int64_t scale_row);

@@ -4,7 +4,7 @@
 // for float32, 16-bit for bfloat16); other blocks in float32 lanes, 8 at a time (four vectors a
 // block), and those whose multiplier is NaN, and a row's short last block, by the scalar body.
 // The transposed cast's column bodies are mx_columns_avx2.cpp's, the NVFP4 and MXFP4-SR bodies
-// nvfp4_cast_avx2.cpp's; this file's table (kAvx2Kernels) names them all.
+// nvfp4_rows_avx2.cpp's; this file's table (kAvx2Kernels) names them all.
 #include <immintrin.h>
 
 #include <algorithm>

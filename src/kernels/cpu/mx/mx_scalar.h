@@ -3,7 +3,7 @@
 // element or one block at a time. Each step is the float32 operation torchao's CPU reference
 // performs (torchao.prototype.mx_formats: to_mx, nvfp4_quantize, f32_to_f4_unpacked), so the
 // codes and scales equal its bytes; the SIMD paths (mx_cast_avx2.cpp, mx_columns_avx2.cpp,
-// mx_cast_avx512.cpp and nvfp4_cast_avx2.cpp, nvfp4_cast_avx512.cpp) give the same bits, which
+// mx_cast_avx512.cpp and the nvfp4_*_avx2.cpp, nvfp4_cast_avx512.cpp) give the same bits, which
 // tests/formats checks. Shared by the scalar reference and the SIMD tails.
 #include <bit>
 #include <cmath>

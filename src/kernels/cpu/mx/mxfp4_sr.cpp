@@ -22,7 +22,7 @@ constexpr int64_t kParallelFrom = 1 << 16;
 constexpr int kE2m1MaxPow2 = element_limits(Element::kE2m1).max_pow2;
 
 // Columns [from, cols) of row `row` (from a multiple of 32) into its codes and scales, one
-// element at a time: the reference the SIMD levels match (nvfp4_cast_avx2.cpp,
+// element at a time: the reference the SIMD levels match (nvfp4_rows_avx2.cpp,
 // nvfp4_cast_avx512.cpp).
 void encode_scalar(const void* src, DType dtype, int64_t cols, int64_t from, uint64_t seed,
                    uint64_t offset, int64_t row, uint8_t* codes, uint8_t* scales) {

@@ -1,5 +1,5 @@
 #pragma once
-// Internal: the NVFP4 and MXFP4-SR bodies of the AVX2 level (nvfp4_cast_avx2.cpp) and of the
+// Internal: the NVFP4 and MXFP4-SR bodies of the AVX2 level (nvfp4_rows_avx2.cpp) and of the
 // AVX-512 level (nvfp4_cast_avx512.cpp), which the levels' MxKernels (mx_cast_avx2.cpp,
 // mx_cast_avx512.cpp) hold; each is the MxKernels member of its name (mx_cast.h).
 #include <cstdint>
