@@ -6,14 +6,17 @@
 // matches a float64 reference on random data; the fused transpose equals transpose + pad +
 // transform bit for bit, for float32 and bfloat16 sources and rows cut at a block's edge; every
 // SIMD level gives the baseline's bits; the amax it reports is the largest it wrote; the NVFP4
-// cast of the transform made without storing it gives the stored transform's bytes; and a
-// product of two transformed operands equals the product of the originals.
+// cast of the transform made without storing it gives the stored transform's bytes, and the
+// scalar body's where a block's factor overflows to infinity; and a product of two transformed
+// operands equals the product of the originals.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <sstream>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -252,6 +255,64 @@ TEST(Hadamard, CastOfTheUnstoredTransformEqualsTheStoredOnes) {
   check_unstored_cast(64, 300, true);    // a NaN; on threads
   check_unstored_cast(520, 130, false);  // long enough to go over threads
   check_unstored_cast(128, 24, true);    // whole blocks and 8-column strips; a NaN in a tile
+}
+
+// Under a tiny tensor scale, a block whose amax is 0 or subnormal has an infinite factor
+// ((1 / tensor scale) / value(scale code) overflows), and its zeros times that factor are NaN,
+// whose E2M1 code is 3. The cast from the transform's registers sends such an 8-column group to
+// the scalar body; its codes and scales are the scalar level's cast of the stored transform.
+TEST(Hadamard, CastOfBlocksWithAnInfiniteFactorIsTheScalarBodys) {
+  const int64_t rows = 64, cols = 24, padded = rht_padded(rows);
+  const int64_t code_row = padded / 2, scale_row = padded / 16;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> src(rows * cols);
+  for (float& v : src) v = nd(rng);
+  for (int64_t r = 16; r < 32; ++r) {
+    for (int64_t c : {0, 1, 2}) src[r * cols + c] = 0.0f;  // beside finite factors in the group
+    for (int64_t c = 8; c < 16; ++c) src[r * cols + c] = 0.0f;  // a whole group of 8
+  }
+  for (int64_t r = 32; r < 48; ++r) src[r * cols + 5] = (r % 2 ? 1.0f : -1.0f) * 1e-40f;
+  for (int64_t r = 48; r < 64; ++r)
+    for (int64_t c = 16; c < 24; ++c) src[r * cols + c] = 0.0f;
+  std::vector<BFloat16> src16(src.begin(), src.end());
+  int checked = 0;
+  for (bool bf16 : {false, true}) {
+    const void* p = bf16 ? static_cast<const void*>(src16.data()) : src.data();
+    const DType d = bf16 ? kBFloat16 : kFloat32;
+    std::vector<float> t(cols * padded);
+    rht_transpose(p, d, rows, cols, t.data(), SimdLevel::kScalar);
+    // 1e-38: the zero and subnormal blocks' factors overflow; 2e-39: 1 / scale itself does.
+    for (float ts : {1e-38f, 2e-39f}) {
+      for (Fp4Rounding rd : {Fp4Rounding::kNearest, Fp4Rounding::kStochastic}) {
+        Nvfp4Encoding e;
+        e.tensor_scale = ts;
+        e.rounding = rd;
+        e.seed = 5;
+        e.offset = 2;
+        std::vector<uint8_t> want_codes(cols * code_row), want_scales(cols * scale_row);
+        nvfp4_quantize(t.data(), kFloat32, cols, padded, e, want_codes.data(), want_scales.data(),
+                       SimdLevel::kScalar);
+        if (rd == Fp4Rounding::kNearest) {
+          // Column 0's block of rows 16-31 is all zero: NaN products, magnitude code 3 (the
+          // sign is the NaN's).
+          for (int64_t i = 0; i < 8; ++i) ASSERT_EQ(want_codes[16 / 2 + i] & 0x77, 0x33) << i;
+        }
+        for (SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+          if (level > simd_level()) continue;
+          std::vector<uint8_t> codes(want_codes.size(), 0xAB), scales(want_scales.size(), 0xAB);
+          rht_transpose_nvfp4(p, d, rows, cols, e, codes.data(), scales.data(), level);
+          std::ostringstream what;
+          what << simd_level_name(level) << " scale " << ts << " rounding " << static_cast<int>(rd)
+               << (bf16 ? " bf16" : " f32");
+          EXPECT_EQ(codes, want_codes) << what.str();
+          EXPECT_EQ(scales, want_scales) << what.str();
+          ++checked;
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no AVX2 on this CPU";
 }
 
 TEST(Hadamard, ProductOfTransformedOperandsIsUnchanged) {
