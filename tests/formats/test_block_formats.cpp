@@ -452,13 +452,16 @@ TEST(BlockFormats, Bf16LanesGiveTheScalarBytesForEveryValue) {
 // exact, just off and on rounding ties), in blocks whose amax is one of several magnitudes (as
 // above: saturating, flushed, subnormal codes, NaN, infinity), with zero blocks and a short last
 // block; every level gives the scalar codes, scales and statistics.
-TEST(BlockFormats, RowCastsOnTheBitsGiveTheScalarBytesForEveryValue) {
+// Rows of kEveryValueCols elements holding every bfloat16 bit pattern, as float32 with several
+// low halves (zero, the lowest bit, the top bit alone, all ones: exact, just off and on rounding
+// ties) and as bfloat16 (those of low half 0), in blocks whose amax is one of several
+// magnitudes (saturating, flushed, subnormal codes, NaN, infinity), with zero blocks.
+constexpr int64_t kEveryValueCols = 17 * 32 + 7;  // two groups of eight, a block, a short block
+void every_value_rows(std::vector<float>& q, std::vector<uint16_t>& qb) {
   const float amaxes[] = {1.0f,     448.0f,          3e-5f,       0x1p-120f,
                           0x1p100f, 57344.0f * 1.5f, 0x1.8p-130f, 1.2e38f};
   const uint32_t lows[] = {0x0000u, 0x0001u, 0x8000u, 0xFFFFu};
-  const int64_t qc = 17 * 32 + 7;  // two groups of eight blocks, one block, a short block
-  std::vector<float> q;            // the cast's float32 rows, qc each
-  std::vector<uint16_t> qb;        // its bfloat16 rows: those of low half 0
+  const int64_t qc = kEveryValueCols;
   uint32_t pattern = 0;
   for (const float amax : amaxes) {
     for (const uint32_t low : lows) {
@@ -474,6 +477,13 @@ TEST(BlockFormats, RowCastsOnTheBitsGiveTheScalarBytesForEveryValue) {
       }
     }
   }
+}
+
+TEST(BlockFormats, RowCastsOnTheBitsGiveTheScalarBytesForEveryValue) {
+  const int64_t qc = kEveryValueCols;
+  std::vector<float> q;      // the cast's float32 rows, qc each
+  std::vector<uint16_t> qb;  // its bfloat16 rows
+  every_value_rows(q, qb);
   const auto same_stats = [](const km::MxCastStats& a, const km::MxCastStats& b) {
     return std::memcmp(&a.amax, &b.amax, sizeof(float)) == 0 &&
            std::memcmp(&a.scale, &b.scale, sizeof(float)) == 0 && a.saturated == b.saturated &&
@@ -511,6 +521,57 @@ TEST(BlockFormats, RowCastsOnTheBitsGiveTheScalarBytesForEveryValue) {
     }
   }
   EXPECT_EQ(compared, 2 * 3 * 2 * static_cast<int>(simd_levels_here().size()));
+}
+
+// A cast whose codes outgrow the caches stores them past the caches (MxKernels::
+// encode_streamed): each level's streamed segment gives the codes, scales and statistics of its
+// plain one, for every value above (one segment of all the rows, its last block short), with
+// the codes on a 32-byte boundary (the streamed stores) and 16 bytes off it (the plain ones).
+TEST(BlockFormats, StreamedRowCastsGiveThePlainBytes) {
+  std::vector<float> q;
+  std::vector<uint16_t> qb;
+  every_value_rows(q, qb);
+  const auto same_runs = [](const km::MxStatsRun& a, const km::MxStatsRun& b) {
+    return std::memcmp(&a.best, &b.best, sizeof(float)) == 0 &&
+           std::memcmp(&a.scaled_best, &b.scaled_best, sizeof(float)) == 0 &&
+           std::memcmp(&a.scale, &b.scale, sizeof(float)) == 0 && a.saturated == b.saturated &&
+           a.flushed == b.flushed && std::memcmp(&a.peak, &b.peak, sizeof(double)) == 0;
+  };
+  int compared = 0;
+  for (const DType dtype : {kFloat32, kBFloat16}) {
+    const void* src = dtype == kFloat32 ? static_cast<const void*>(q.data()) : qb.data();
+    const int64_t n = static_cast<int64_t>(dtype == kFloat32 ? q.size() : qb.size()) - 5;
+    for (auto [elem_name, elem] : kElements) {
+      for (auto [mode_name, mode] : kModes) {
+        const int64_t nc = km::code_bytes(elem, n), ns = (n + 31) / 32;
+        for (SimdLevel level : simd_levels_here()) {
+          const km::detail::MxKernels& k = km::detail::kernels_for(level);
+          if (!k.encode_streamed) continue;
+          SCOPED_TRACE(std::string(elem_name) + "." + mode_name + " " + std::string(dtype.name()) +
+                       " at " + simd_level_name(level));
+          std::vector<uint8_t> ref_c(nc), ref_s(ns);
+          const km::MxStatsRun ref =
+              k.encode_stats(src, dtype, n, elem, mode, ref_c.data(), ref_s.data());
+          for (const int64_t skew : {0, 16}) {
+            std::vector<uint8_t> buf(nc + 64, 0xAB), sc(ns, 0xAB);
+            uint8_t* c = buf.data() + (32 - reinterpret_cast<uintptr_t>(buf.data()) % 32) + skew;
+            const km::MxStatsRun run =
+                k.encode_streamed(src, dtype, n, elem, mode, c, sc.data(), true);
+            EXPECT_EQ(0, std::memcmp(c, ref_c.data(), nc)) << "skew " << skew;
+            EXPECT_EQ(sc, ref_s) << "skew " << skew;
+            EXPECT_TRUE(same_runs(run, ref)) << "skew " << skew;
+            std::vector<uint8_t> sc2(ns, 0xCD);
+            std::fill(buf.begin(), buf.end(), 0xCD);
+            k.encode_streamed(src, dtype, n, elem, mode, c, sc2.data(), false);
+            EXPECT_EQ(0, std::memcmp(c, ref_c.data(), nc)) << "skew " << skew;
+            EXPECT_EQ(sc2, ref_s) << "skew " << skew;
+          }
+          ++compared;
+        }
+      }
+    }
+  }
+  if (simd_level() >= SimdLevel::kAvx2) EXPECT_GT(compared, 0);
 }
 
 // NVFP4's vector casts against the scalar body for every bfloat16 value: rows of 341 elements

@@ -155,6 +155,9 @@ constexpr const char* kWhere = "block-format cast";
 constexpr int64_t kSegment = 8192;
 // Below this many elements one thread does the whole cast.
 constexpr int64_t kParallelFrom = 1 << 16;
+// Row casts of at least this many code bytes (8 MiB, a quarter of the L3) stream their codes
+// past the caches (MxKernels::encode_streamed).
+constexpr int64_t kStreamCodes = int64_t{8} << 20;
 
 void check_shape(DType dtype, int64_t rows, int64_t cols, const void* a, const void* b,
                  const void* c) {
@@ -194,10 +197,13 @@ void for_each_segment(int64_t rows, int64_t cols, Fn&& fn, MxCastStats* stats = 
   *stats = all.finish();
 }
 
-// One segment encoded, and with `stats` counted (mx_run_stats), by the level's kernels.
+// One segment encoded, and with `stats` counted (mx_run_stats), by the level's kernels; with
+// `stream`, by encode_streamed where the level has it.
 MxStatsRun encode_segment(const detail::MxKernels& k, const void* x, DType dtype, int64_t n,
                           Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
-                          bool stats) {
+                          bool stats, bool stream = false) {
+  if (stream && k.encode_streamed)
+    return k.encode_streamed(x, dtype, n, element, rounding, codes, scales, stats);
   if (stats && k.encode_stats) return k.encode_stats(x, dtype, n, element, rounding, codes, scales);
   k.encode(x, dtype, n, element, rounding, codes, scales);
   return stats ? mx_run_stats(x, dtype, n, element, rounding, codes, scales) : MxStatsRun{};
@@ -217,13 +223,15 @@ void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, E
   const int64_t seg_rows = whole_blocks ? 1 : rows, seg_cols = whole_blocks ? rows * cols : cols;
   const int64_t code_stride = code_bytes(element, seg_cols);
   const int64_t scale_stride = blocks_of(seg_cols, kMxBlock);
+  const bool stream = seg_rows * code_stride >= kStreamCodes;
   for_each_segment(
       seg_rows, seg_cols,
       [&](int64_t r, int64_t begin, int64_t len) {
         const void* x = at(src, src_dtype, r * seg_cols + begin);
         uint8_t* c = codes + r * code_stride + code_bytes(element, begin);
         uint8_t* s = scales + r * scale_stride + begin / kMxBlock;
-        return encode_segment(k, x, src_dtype, len, element, rounding, c, s, stats != nullptr);
+        return encode_segment(k, x, src_dtype, len, element, rounding, c, s, stats != nullptr,
+                              stream);
       },
       stats);
 }

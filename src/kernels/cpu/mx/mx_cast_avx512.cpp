@@ -34,6 +34,11 @@ MxStatsRun mx_encode_stats(const void* src, DType dtype, int64_t n, Element e, E
   return kAvx2Kernels.encode_stats(src, dtype, n, e, r, codes, scales);
 }
 
+MxStatsRun mx_encode_streamed(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
+                              uint8_t* codes, uint8_t* scales, bool stats) {
+  return kAvx2Kernels.encode_streamed(src, dtype, n, e, r, codes, scales, stats);
+}
+
 // The values of 16 E5M2 codes: each is the high byte of a half (scalar::e5m2_value).
 inline __m512 e5m2_values(const uint8_t* src) {
   const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
@@ -70,6 +75,7 @@ void mx_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, Element e
 const MxKernels kAvx512Kernels = {.encode = mx_encode,
                                   .encode_stats = mx_encode_stats,
                                   .decode = mx_decode,
+                                  .encode_streamed = mx_encode_streamed,
                                   .nvfp4_encode = avx512::nvfp4_encode,
                                   .nvfp4_encode_sr = avx512::nvfp4_encode_sr,
                                   .nvfp4_decode = avx512::nvfp4_decode,
