@@ -253,10 +253,11 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
 }
 
 // Every bfloat16 value cast under power-of-2 scales across the exponent range (the AVX2 tile,
-// block and band casts' 16-bit lanes, with the float32 lanes for vectors holding a subnormal code
-// or a subnormal x) gives the scalar level's codes, scales and statistics: each tile holds an
-// anchor, its largest magnitude, then bfloat16 values of both signs no larger, every one of them in
-// turn; x^T's tiles take the same values down the columns.
+// block and band casts' 16-bit lanes and the AVX-512 band cast's, with the float32 lanes for
+// vectors holding a subnormal code or a subnormal x) gives the scalar level's codes, scales and
+// statistics: each tile holds an anchor, its largest magnitude, then bfloat16 values of both signs
+// no larger, every one of them in turn; x^T's tiles are cast from the transpose of those rows, so
+// that they hold the same values as the rows' tiles.
 TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
   std::vector<uint16_t> anchors;
   for (const int k : {-133, -127, -126, -100, -50, -10, -7, -6, -1, 0, 3, 8, 9, 20, 60, 100, 127})
@@ -283,11 +284,16 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
   const int64_t cols = 128 * 8, rows = static_cast<int64_t>(bits.size()) / cols + 1;
   bits.resize(static_cast<size_t>(rows * cols), 0x3F80);
   const int64_t tiles = cols * kf::block_count(rows);
+  // x (cols x rows) whose x^T is the rows above.
+  std::vector<uint16_t> columns(bits.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      columns[static_cast<size_t>(c * rows + r)] = bits[static_cast<size_t>(r * cols + c)];
   // 1x128 tiles, 128x128 blocks (each of whose scales is that of its largest anchor), then x^T's
-  // 1x128 tiles (columns mixing the anchors' values).
+  // 1x128 tiles (those of the rows, cast from their transpose).
   const auto cast = [&](int kind, uint8_t* codes, float* inv, bool power_2, SimdLevel level) {
     if (kind == 2)
-      return kf::quantize_1x128_transposed(bits.data(), kBFloat16, rows, cols, codes, inv,
+      return kf::quantize_1x128_transposed(columns.data(), kBFloat16, cols, rows, codes, inv,
                                            kFloat8_e4m3fn, power_2, 0.0f, level);
     return kind == 1 ? kf::quantize_128x128(bits.data(), kBFloat16, rows, cols, cols, codes, inv,
                                             kFloat8_e4m3fn, power_2, 0.0f, level)
@@ -309,10 +315,8 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
                                   : " 1x128") +
                      (power_2 ? " power-2" : " fp32"));
         const kf::BlockCastStats got = cast(kind, got_codes.data(), got_inv.data(), power_2, level);
-        for (size_t i = 0; i < bits.size(); ++i) {
-          const size_t src = kind == 2 ? static_cast<size_t>((i % rows) * cols + i / rows) : i;
-          ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[src];
-        }
+        for (size_t i = 0; i < bits.size(); ++i)
+          ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[i];
         EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
         EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
         EXPECT_EQ(got.saturated, want.saturated);
@@ -384,10 +388,8 @@ TEST(Fp8Block, F32TilesUnderEachScaleAreTheScalarCastOfEveryValue) {
         SCOPED_TRACE(std::string(simd_level_name(level)) + " kind " + std::to_string(kind) +
                      (power_2 ? " power-2" : " fp32"));
         const kf::BlockCastStats got = cast(got_codes, got_inv, level);
-        for (size_t i = 0; i < bits.size(); ++i) {
-          const size_t src = kind == 2 ? static_cast<size_t>((i % rows) * cols + i / rows) : i;
-          ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[src];
-        }
+        for (size_t i = 0; i < bits.size(); ++i)
+          ASSERT_EQ(got_codes[i], want_codes[i]) << "value 0x" << std::hex << bits[i];
         EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
         EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
         EXPECT_EQ(got.saturated, want.saturated);
@@ -463,6 +465,86 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
         }
       }
   }
+}
+
+// x^T's tiles of bfloat16 cast from x (the band casts: AVX2's 16 columns a vector, AVX-512's 32)
+// at every SIMD level give the scalar level's codes, scales and statistics, for chunks of every
+// width the bodies take (16, 48 and 64 columns of a 64-column chunk; 150 columns: 144 through the
+// band cast, the last 6 through the buffer; 560: a thread's 512 and 48), with a short last band
+// (300 rows) or none (256 rows; the codes then start on 64-byte boundaries and are streamed),
+// and columns in both halves of a vector and in the chunk's second 32 holding a NaN, an inf,
+// all zeros, a subnormal amax (its scale overflows to bfloat16's largest value), values at 448
+// before and after scaling, bfloat16's largest value, a value whose code is subnormal and one that
+// flushes, and an amax whose scale lies above 2^120, each of which the band casts take from
+// their tile bodies.
+TEST(Fp8Block, Bf16ColumnsOfEveryChunkWidthAndEdgeAreTheScalarCast) {
+  for (const int64_t rows : {300, 256})
+    for (const int64_t cols : {16, 48, 150, 560}) {
+      std::vector<float> v = wide_normal(rows * cols, 17, 1.0f);
+      const auto at = [&](int64_t r, int64_t c) -> float& {
+        return v[static_cast<size_t>(r * cols + c % cols)];
+      };
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      const float inf = std::numeric_limits<float>::infinity();
+      for (const int64_t band : {0, 128}) {
+        at(band + 5, 1) = nan;
+        at(band + 7, 2) = band ? -inf : inf;
+        for (int64_t r = 0; r < 128; ++r) {
+          at(band + r, 3) = 0.0f;
+          at(band + r, 4) = 1e-39f * static_cast<float>(r % 3);   // subnormal, scale overflows
+          at(band + r, 11) = 1e-37f * static_cast<float>(r % 4);  // scale 2^127 once power-of-2
+          at(band + r, 12) = 3e-35f * static_cast<float>(r % 5);  // scale 2^120 or 2^121
+        }
+        at(band + 9, 5) = 448.0f;
+        at(band + 10, 5) = -448.0f;
+        at(band + 11, 6) = 56.0f;           // 448 once scaled by 8
+        at(band + 40, 9) = -3.3895314e38f;  // bfloat16's largest value
+        at(band + 20, 7) = 1e-4f;           // a subnormal code
+        at(band + 30, 8) = -1e-9f;          // flushes
+        at(band + 3, 17) = -nan;
+        at(band + 100, 18) = -inf;
+        at(band + 50, 21) = 1e-4f;
+        at(band + 60, 33) = nan;
+        at(band + 61, 36) = 1e-4f;
+        at(band + 62, 50) = inf;
+        at(band + 127, 63) = 1e-9f;
+      }
+      const Tensor x = tensor(v, {rows, cols}).to(kBFloat16);
+      const int64_t n_inv = cols * kf::block_count(rows);
+      for (const bool power_2 : {true, false})
+        for (const float eps : {0.0f, 100.0f}) {
+          // Codes on a 64-byte boundary (as the recipe's tensors are), so that 256 rows stream.
+          std::vector<uint8_t> buffer(static_cast<size_t>(rows * cols + 64));
+          uint8_t* codes = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64);
+          const auto run = [&](SimdLevel level, std::vector<uint8_t>& out,
+                               std::vector<float>& inv) {
+            std::fill(codes, codes + rows * cols, uint8_t{0x55});
+            inv.assign(static_cast<size_t>(n_inv), 0.0f);
+            const kf::BlockCastStats st =
+                kf::quantize_1x128_transposed(x.data_ptr(), kBFloat16, rows, cols, codes,
+                                              inv.data(), kFloat8_e4m3fn, power_2, eps, level);
+            out.assign(codes, codes + rows * cols);
+            return st;
+          };
+          std::vector<uint8_t> want_codes, got_codes;
+          std::vector<float> want_inv, got_inv;
+          const kf::BlockCastStats want = run(SimdLevel::kScalar, want_codes, want_inv);
+          EXPECT_TRUE(std::isinf(want.amax));
+          if (eps == 0.0f && cols > 8) EXPECT_GT(want.flushed, 0);
+          for (SimdLevel level : simd_levels_here()) {
+            SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " " +
+                         simd_level_name(level) + (power_2 ? " power-2" : " fp32") + " eps " +
+                         std::to_string(eps));
+            const kf::BlockCastStats got = run(level, got_codes, got_inv);
+            EXPECT_EQ(got_codes, want_codes);
+            EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
+            EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+            EXPECT_EQ(got.saturated, want.saturated);
+            EXPECT_EQ(got.flushed, want.flushed);
+            EXPECT_EQ(got.peak, want.peak);
+          }
+        }
+    }
 }
 
 // 128x128 blocks of rows wider than a group (kBlockGroupBytes of each row: bfloat16 two groups,

@@ -215,9 +215,10 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
   const int64_t strip = kLine / item;
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
   // bfloat16 or float32 to E4M3: the full bands of 128 rows over the first multiple of 16
-  // columns go through the AVX2 band cast, a band's columns in chunks of kBandChunk (the
-  // threads' unit).
+  // columns go through the AVX2 band cast (bfloat16's through its AVX-512 body at that level),
+  // a band's columns in chunks of kBandChunk (the threads' unit).
   const bool fast = e4m3_tiles(src_dtype, fp8, level);
+  const bool avx512 = std::min(level, simd_level()) >= SimdLevel::kAvx512;
   const int64_t bands = fast ? rows / kBlockLen : 0;
   const int64_t fast_cols = bands > 0 ? cols / 16 * 16 : 0;
   constexpr int64_t kBandChunk = 512;
@@ -236,7 +237,7 @@ BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64
             static_cast<const float*>(src) + r0 * cols + c0, cols, cn, codes + c0 * rows + r0, rows,
             scale_inv + c0 * tiles + b, tiles, for_inf, power_2, epsilon, st);
       else
-        detail::block_columns_bf16_e4m3_avx2(
+        (avx512 ? detail::block_columns_bf16_e4m3_avx512 : detail::block_columns_bf16_e4m3_avx2)(
             static_cast<const uint16_t*>(src) + r0 * cols + c0, cols, cn, codes + c0 * rows + r0,
             rows, scale_inv + c0 * tiles + b, tiles, for_inf, power_2, epsilon, st);
       amax = std::max(amax, st.amax);

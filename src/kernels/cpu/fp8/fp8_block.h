@@ -134,6 +134,12 @@ void blocks_128x128_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, in
                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                   bool power_2, float epsilon, const float* next,
                                   int64_t next_bytes, BlockCastStats& st);
+// block_columns_bf16_e4m3_avx2 on AVX-512 (fp8_block_avx512.cpp), with the same arguments and
+// results: 32 columns a vector in 16-bit lanes, their scales at once in float32 lanes, and each
+// column's codes of 64 rows transposed in registers into one vector.
+void block_columns_bf16_e4m3_avx512(const uint16_t* src, int64_t ld, int64_t cols, uint8_t* dst,
+                                    int64_t dst_step, float* scale_inv, int64_t inv_step,
+                                    float for_inf, bool power_2, float epsilon, BlockCastStats& st);
 // The float32 counterpart of block_columns_bf16_e4m3_avx2 (chunks of 32 columns, the codes of
 // 16 columns a row from float32 bits under per-column integer constants).
 void block_columns_f32_e4m3_avx2(const float* src, int64_t ld, int64_t cols, uint8_t* dst,
