@@ -45,15 +45,6 @@ float current_scale_for(float amax, DType fp8, const Recipe& recipe) {
 
 Fp8Tensor quantize_current(const Tensor& x, DType fp8, ScalingState& state, int slot,
                            const Recipe& recipe, bool widen) {
-  if (widen && gemm_widens_codes()) {
-    float amax = tensor_amax(x);
-    reduce_amaxes_across_ranks(&amax, 1);
-    const float scale = current_scale_for(amax, fp8, recipe);
-    QuantizeResult r = quantize(x, fp8, scale, widen);
-    state.set_last_cast(slot, amax, scale);
-    state.add_counts(slot, r.counts);
-    return r.q;
-  }
   // quantize() that hands the cast this amax pass's result, which it need not take again.
   const Tensor src = checked_source(x);
   MANTISSA_CHECK(fp8.is_float8(), "fp8 quantize", "expected an FP8 dtype, got {}", fp8.name());
@@ -64,9 +55,17 @@ Fp8Tensor quantize_current(const Tensor& x, DType fp8, ScalingState& state, int 
   Fp8Tensor q;
   q.data = empty(src.shape(), fp8);
   q.scale_inv = 1.0f / scale;
-  const kernels::fp8::CastStats st = kernels::fp8::scaled_cast_after_amax(
-      src.data_ptr(), src.dtype(), static_cast<uint8_t*>(q.data.data_ptr()), src.numel(), scale,
-      fp8, local);
+  auto* codes = static_cast<uint8_t*>(q.data.data_ptr());
+  kernels::fp8::CastStats st;
+  if (widen && gemm_widens_codes() && src.numel() > 0) {
+    q.widened_codes = empty(src.shape(), kBFloat16);
+    st = kernels::fp8::scaled_cast_widened_after_amax(
+        src.data_ptr(), src.dtype(), codes, static_cast<uint16_t*>(q.widened_codes.data_ptr()),
+        src.numel(), scale, fp8, local);
+  } else {
+    st = kernels::fp8::scaled_cast_after_amax(src.data_ptr(), src.dtype(), codes, src.numel(),
+                                              scale, fp8, local);
+  }
   state.set_last_cast(slot, amax, scale);
   state.add_counts(slot, {src.numel(), st.saturated, st.flushed,
                           static_cast<double>(st.amax) * scale / fp8_max(fp8)});

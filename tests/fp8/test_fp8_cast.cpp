@@ -529,22 +529,32 @@ uint16_t largest_within(float scale, DType f8) {
 }
 
 // scaled_cast_after_amax (given the amax pass of the same buffer) gives scaled_cast_scalar's
-// codes, saturated and flushed counts and amax, at every level this CPU has.
+// codes, saturated and flushed counts and amax, at every level this CPU has; and so does
+// scaled_cast_widened_after_amax, whose bfloat16 copies are dequantize_scalar's of those codes.
 void expect_after_amax_is_scalar(const std::vector<uint16_t>& x, float scale, DType f8,
                                  const std::string& what) {
   const auto n = static_cast<int64_t>(x.size());
   const Amax known = amax(x.data(), kBFloat16, n);
   std::vector<uint8_t> want(x.size()), got(x.size());
   const CastStats r = detail::scaled_cast_scalar(x.data(), kBFloat16, want.data(), n, scale, f8);
+  std::vector<uint16_t> want_wide(x.size()), got_wide(x.size());
+  detail::dequantize_scalar(want.data(), f8, want_wide.data(), kBFloat16, n, 1.0f);
   for (SimdLevel level : simd_levels_here()) {
-    std::fill(got.begin(), got.end(), uint8_t{0x55});
-    const CastStats g =
-        scaled_cast_after_amax(x.data(), kBFloat16, got.data(), n, scale, f8, known, level);
-    const std::string at = what + " at " + simd_level_name(level);
-    ASSERT_EQ(want, got) << at;
-    EXPECT_EQ(std::bit_cast<uint32_t>(r.amax), std::bit_cast<uint32_t>(g.amax)) << at;
-    EXPECT_EQ(r.saturated, g.saturated) << at;
-    EXPECT_EQ(r.flushed, g.flushed) << at;
+    for (bool widened : {false, true}) {
+      std::fill(got.begin(), got.end(), uint8_t{0x55});
+      std::fill(got_wide.begin(), got_wide.end(), uint16_t{0x5555});
+      const CastStats g =
+          widened
+              ? scaled_cast_widened_after_amax(x.data(), kBFloat16, got.data(), got_wide.data(), n,
+                                               scale, f8, known, level)
+              : scaled_cast_after_amax(x.data(), kBFloat16, got.data(), n, scale, f8, known, level);
+      const std::string at = what + " at " + simd_level_name(level) + (widened ? " widened" : "");
+      ASSERT_EQ(want, got) << at;
+      if (widened) ASSERT_EQ(want_wide, got_wide) << at;
+      EXPECT_EQ(std::bit_cast<uint32_t>(r.amax), std::bit_cast<uint32_t>(g.amax)) << at;
+      EXPECT_EQ(r.saturated, g.saturated) << at;
+      EXPECT_EQ(r.flushed, g.flushed) << at;
+    }
   }
 }
 

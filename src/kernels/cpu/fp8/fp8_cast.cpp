@@ -319,30 +319,34 @@ CastStats scaled_cast_columns(const void* src, DType src_dtype, uint8_t* dst, in
   return total;
 }
 
-CastStats scaled_cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
-                                 float scale, DType fp8, const Amax& known, SimdLevel level) {
-  check_formats("scaled_cast_after_amax", src_dtype, fp8, true);
-  MANTISSA_CHECK(n >= 0 && (n == 0 || (src && dst)), "fp8 cast",
-                 "scaled_cast_after_amax needs n >= 0 and non-null buffers");
+namespace {
+
+// scaled_cast_after_amax, and with `widened` the codes' bfloat16 copies of scaled_cast_widened:
+// each chunk is widened right after its table cast, while its codes are in cache.
+CastStats cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, uint16_t* widened,
+                          int64_t n, float scale, DType fp8, const Amax& known, SimdLevel level) {
   const detail::Bf16TableCast table = src_dtype == kBFloat16 && usable(SimdLevel::kAvx2, level)
                                           ? detail::bf16_table_cast(scale, fp8, known)
                                           : detail::Bf16TableCast{};
   if (!table.usable) {
-    CastStats st = cast_chunks(src, src_dtype, dst, nullptr, n, scale, fp8, level);
+    CastStats st = cast_chunks(src, src_dtype, dst, widened, n, scale, fp8, level);
     st.amax = known.amax;
     return st;
   }
   // Codes beyond what the caches hold are streamed past them (a reader of codes that large
-  // fetches them from memory anyway); smaller ones stay in cache for the GEMM that reads them.
-  const bool stream = n >= kStreamCodes && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  // fetches them from memory anyway); smaller ones stay in cache for the GEMM that reads them,
+  // and so do codes widened next.
+  const bool stream = !widened && n >= kStreamCodes && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  const DequantizeFn widen = dequantize_body(level);
   const auto* s16 = static_cast<const uint16_t*>(src);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kChunk;
-    const CastStats s = detail::bf16_table_cast_avx2(
-        s16 + begin, dst + begin, std::min(kChunk, n - begin), scale, fp8, table, stream);
+    const int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
+    const CastStats s =
+        detail::bf16_table_cast_avx2(s16 + begin, dst + begin, len, scale, fp8, table, stream);
+    if (widened) widen(dst + begin, fp8, widened + begin, kBFloat16, len, 1.0f);
     saturated += s.saturated;
     flushed += s.flushed;
   }
@@ -351,6 +355,25 @@ CastStats scaled_cast_after_amax(const void* src, DType src_dtype, uint8_t* dst,
   total.saturated = saturated;
   total.flushed = flushed;
   return total;
+}
+
+}  // namespace
+
+CastStats scaled_cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
+                                 float scale, DType fp8, const Amax& known, SimdLevel level) {
+  check_formats("scaled_cast_after_amax", src_dtype, fp8, true);
+  MANTISSA_CHECK(n >= 0 && (n == 0 || (src && dst)), "fp8 cast",
+                 "scaled_cast_after_amax needs n >= 0 and non-null buffers");
+  return cast_after_amax(src, src_dtype, dst, nullptr, n, scale, fp8, known, level);
+}
+
+CastStats scaled_cast_widened_after_amax(const void* src, DType src_dtype, uint8_t* dst,
+                                         uint16_t* widened, int64_t n, float scale, DType fp8,
+                                         const Amax& known, SimdLevel level) {
+  check_formats("scaled_cast_widened_after_amax", src_dtype, fp8, true);
+  MANTISSA_CHECK(n >= 0 && (n == 0 || (src && dst && widened)), "fp8 cast",
+                 "scaled_cast_widened_after_amax needs n >= 0 and non-null buffers");
+  return cast_after_amax(src, src_dtype, dst, widened, n, scale, fp8, known, level);
 }
 
 Amax amax(const void* src, DType src_dtype, int64_t n, SimdLevel level) {

@@ -58,6 +58,10 @@ void column_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols, A
 CastStats scaled_cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
                                  float scale, DType fp8, const Amax& known,
                                  SimdLevel level = simd_level());
+// scaled_cast_after_amax that also writes scaled_cast_widened's bfloat16 copies of the codes.
+CastStats scaled_cast_widened_after_amax(const void* src, DType src_dtype, uint8_t* dst,
+                                         uint16_t* widened, int64_t n, float scale, DType fp8,
+                                         const Amax& known, SimdLevel level = simd_level());
 
 // dst[i] = f32(value(src[i]) * scale_inv), rounded once more (RNE) when dst_dtype is bfloat16.
 // dst_dtype: float32 or bfloat16.
