@@ -42,6 +42,7 @@
 #include "mantissa/fp8/nvfp4_scaling.h"
 #include "mantissa/fp8/recipe.h"
 #include "mantissa/fp8/rowwise.h"
+#include "mantissa/fp8/tensor.h"
 #include "mantissa/mantissa.h"
 
 namespace {
@@ -107,11 +108,13 @@ std::vector<Cast> casts_of(const Tensor& x, const std::shared_ptr<fp8::ScalingSt
                  (void)fp8::quantize_current(x, kFloat8_e4m3fn, *state, 0, current);
                }});
   // The same cast where the GEMM reads bfloat16 copies of the codes (CPUs with AVX-512 BF16):
-  // those copies written as well.
-  c.push_back({"current widened " + d + " (amax + cast + bf16 codes)", 2 * src + 3 * fp8_out,
-               [&x, state, &current] {
-                 (void)fp8::quantize_current(x, kFloat8_e4m3fn, *state, 0, current, true);
-               }});
+  // those copies written as well. Elsewhere training makes no copies, and the row would be the
+  // cast above.
+  if (fp8::gemm_widens_codes())
+    c.push_back({"current widened " + d + " (amax + cast + bf16 codes)", 2 * src + 3 * fp8_out,
+                 [&x, state, &current] {
+                   (void)fp8::quantize_current(x, kFloat8_e4m3fn, *state, 0, current, true);
+                 }});
   c.push_back({"rowwise rows " + d, src + fp8_out + 8.0 * kRows,
                [&x] { (void)fp8::quantize_rows(x, kFloat8_e4m3fn, true); }});
   c.push_back({"rowwise columns " + d + " (amax + cast)", 2 * src + fp8_out + 8.0 * kCols,
