@@ -157,6 +157,38 @@ MX_AVX2 __m256i transposed_max8_16(const __m256i* m) {
   return _mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16);
 }
 
+// pair_max's unsigned minima.
+MX_AVX2 __m256i pair_min_u32(__m256i a, __m256i b) {
+  const __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+  return _mm256_min_epu32(_mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(2, 0, 2, 0))),
+                          _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, _MM_SHUFFLE(3, 1, 3, 1))));
+}
+
+// Lane b of the result: the smallest of v[b]'s 8 lanes as unsigned int32.
+MX_AVX2 __m256i transposed_min8_u32(const __m256i* v) {
+  const __m256i lo = pair_min_u32(pair_min_u32(v[0], v[1]), pair_min_u32(v[2], v[3]));
+  const __m256i hi = pair_min_u32(pair_min_u32(v[4], v[5]), pair_min_u32(v[6], v[7]));
+  return _mm256_min_epu32(_mm256_permute2x128_si256(lo, hi, 0x20),
+                          _mm256_permute2x128_si256(lo, hi, 0x31));
+}
+
+// Lane b (32-bit) of the result: the smallest of m[b]'s 16 lanes as unsigned int16.
+MX_AVX2 __m256i transposed_min8_u16(const __m256i* m) {
+  __m256i t[4], u[2];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
+    t[k] = _mm256_min_epu16(_mm256_unpacklo_epi16(m[2 * k], m[2 * k + 1]),
+                            _mm256_unpackhi_epi16(m[2 * k], m[2 * k + 1]));
+#pragma GCC unroll 2
+  for (int k = 0; k < 2; ++k)
+    u[k] = _mm256_min_epu16(_mm256_unpacklo_epi32(t[2 * k], t[2 * k + 1]),
+                            _mm256_unpackhi_epi32(t[2 * k], t[2 * k + 1]));
+  const __m256i v =
+      _mm256_min_epu16(_mm256_unpacklo_epi64(u[0], u[1]), _mm256_unpackhi_epi64(u[0], u[1]));
+  return _mm256_cvtepu16_epi32(
+      _mm_min_epu16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+
 }  // namespace mantissa::kernels::mx::avx2_lanes
 
 #undef MX_AVX2
