@@ -287,6 +287,7 @@ __attribute__((target("avx2"))) void blocks_128x128_bf16_e4m3_avx2(
   const int64_t ahead = next != nullptr ? next_bytes : 0;
   for (int64_t r = 0; r < rows; ++r) {
     const auto* line = reinterpret_cast<const char*>(next + r * ld);
+    if (ahead > 0) touch_pages(line, ahead);
     for (int64_t j = 0; j < count; ++j) {
       // The next group's lines at the pace of the casts (kBlockGroupBytes of each row over
       // the group's `count` blocks).

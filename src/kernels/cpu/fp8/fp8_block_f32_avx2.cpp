@@ -250,6 +250,7 @@ __attribute__((target("avx2"))) void blocks_128x128_f32_e4m3_avx2(
   constexpr int64_t kBlockBytes = 4 * kBlockLen;
   for (int64_t r = 0; r < rows; ++r) {
     const auto* line = reinterpret_cast<const char*>(next + r * ld);
+    if (ahead > 0) touch_pages(line, ahead);
     for (int64_t j = 0; j < count; ++j) {
       // The next group's lines at the pace of the casts.
       for (int64_t b = j * kBlockBytes; b < std::min(ahead, (j + 1) * kBlockBytes); b += 64)

@@ -4,7 +4,8 @@
 // (block_scale, block_scale_inverse, block_peak's numerator and lanes_of's test), for the
 // transposed casts, which find 16 columns' maxima together and would otherwise take each column's
 // scale through a scalar chain of two divisions; a tile's peak folded into the running maximum;
-// the transposed casts' store of 16 columns' codes and their statistics' end. Carries its target
+// the transposed casts' store of 16 columns' codes and their statistics' end; the group casts'
+// loads ahead of their prefetches. Carries its target
 // and is always inlined, so only the AVX2 files that call it compile it.
 #include <immintrin.h>
 
@@ -76,6 +77,15 @@ __attribute__((target("avx2"), always_inline)) inline __m256i block_scales8(
 inline void fold_top(float amax, float scale, double& top_max) {
   const double top = static_cast<double>(amax) * scale;
   if (top <= std::numeric_limits<double>::max()) top_max = std::max(top_max, top);
+}
+
+// A demand load every 4 KiB of [p, p + bytes), a row of the next group, ahead of the group casts'
+// software prefetches of its lines into L2. Measured on Zen 4 (4 KiB pages), 128x128 of a 4096 x
+// 4096 source: without these loads a quarter more CPU time for bfloat16 and a fifth for float32;
+// a load at each page boundary instead helps float32 alike but not bfloat16.
+inline void touch_pages(const void* p, int64_t bytes) {
+  const auto* c = static_cast<const char*>(p);
+  for (int64_t b = 0; b < bytes; b += 4096) (void)*reinterpret_cast<const volatile char*>(c + b);
 }
 
 // 16 columns' codes, built in out (one 32-byte aligned run of `len` codes a column), into column
