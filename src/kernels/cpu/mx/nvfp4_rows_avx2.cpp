@@ -2,7 +2,8 @@
 // at a time: one NVFP4 block is two vectors. The per-tensor amax pass; the cast of a row's 1x16
 // blocks (8 blocks' amax, E4M3 scales and factors as one vector, then each block's codes, rounded
 // to nearest or stochastically, with the statistics counted from the vectors when asked; a
-// bfloat16 source rounded to nearest by 16-bit compares against per-scale thresholds), which
+// bfloat16 source rounded to nearest by 16-bit compares against per-scale thresholds, its scale
+// codes by compares of the amax's bits against per-tensor-scale thresholds), which
 // casts the 16x16 tiles' rows too from the tiles' amax (nvfp4_tiles.cpp); the decode. Blocks
 // whose factor is NaN or infinite, and a row's short last block, run the scalar body
 // (mx_cast.cpp).
@@ -32,6 +33,83 @@ using namespace scalar;
 using namespace avx2_lanes;
 using namespace nvfp4_avx2;
 
+// The E4M3 scale codes of blocks from their amax's bits, under one tensor scale, by compares
+// instead of scalar::nvfp4_block_scale's two divisions and encode. Its code is a function of the
+// amax that never falls as the amax grows (each step rounds monotonically): 8 (the clamp at
+// 2^-6) up to a threshold A9, then 9, .. up to 126 (the clamp at 448), Ak the least amax bits
+// whose code is k or more. Where amax / 6 is a normal float from A9 on and A126 is finite,
+// doubling the amax doubles s = (amax / 6) / tensor scale exactly, and E4M3 rounds 2s to the
+// code 8 above s's: so A(k + 8) = Ak + 2^23 in bits, and with D = bits - A9 the code is
+// 9 + 8 * (D >> 23) + the number of A10 - A9, .., A16 - A9 that D's low 23 bits reach, clamped to
+// 8..126. The thresholds are found by scalar evaluations of nvfp4_block_scale near their guesses,
+// and the doubling is checked at both ends (A17, A126); where it does not hold (a tensor scale
+// so small or large that a division leaves the normal range), `ok` is false and the caller
+// divides.
+struct ScaleCodeThresholds {
+  __m256i base;     // A9's bits in every lane
+  __m256i step[7];  // A(10 + j) - A9 - 1 in every lane: a signed compare's right side
+  uint32_t tensor_scale_bits = 0;
+  bool made = false;
+  bool ok = false;
+
+  // The least amax bits in [0, 0x7F800000] whose code is k or more, walking from bits `guess`;
+  // -1 when it lies more than 64 steps away.
+  static int64_t least(int k, float tensor_scale, uint32_t guess) {
+    auto reached = [&](uint32_t m) {
+      return nvfp4_block_scale(float_of(m), tensor_scale).code >= k;
+    };
+    uint32_t m = std::min<uint32_t>(guess, 0x7F800000u);
+    for (int step = 0; step < 64; ++step) {
+      if (m > 0 && reached(m - 1)) {
+        --m;
+      } else if (!reached(m)) {
+        if (m == 0x7F800000u) return -1;
+        ++m;
+      } else {
+        return m;
+      }
+    }
+    return -1;
+  }
+
+  void make(float tensor_scale) {
+    tensor_scale_bits = bits_of(tensor_scale);
+    made = true;
+    ok = false;
+    if (!(tensor_scale >= 0x1p-126f && tensor_scale < std::numeric_limits<float>::infinity()))
+      return;
+    int64_t a[10];  // A9 .. A17, then A126
+    for (int k = 9; k <= 17; ++k) {
+      // The code steps from k - 1 to k at s halfway between their values, amax = 6 * ts * s.
+      const float s =
+          0.5f * (e4m3_value(static_cast<uint8_t>(k - 1)) + e4m3_value(static_cast<uint8_t>(k)));
+      a[k - 9] = least(k, tensor_scale, bits_of(s * kE2m1Max * tensor_scale));
+      if (a[k - 9] < 0) return;
+    }
+    constexpr int64_t kOctave = int64_t{1} << 23;
+    // A126 from A14, 14 octaves up.
+    const int64_t top = a[14 - 9] + 14 * kOctave;
+    if (top >= 0x7F800000 || a[17 - 9] != a[0] + kOctave ||
+        float_of(static_cast<uint32_t>(a[0])) < 0x1p-123f)
+      return;
+    if (least(126, tensor_scale, static_cast<uint32_t>(top)) != top) return;
+    base = _mm256_set1_epi32(static_cast<int>(a[0]));
+    for (int j = 0; j < 7; ++j) step[j] = _mm256_set1_epi32(static_cast<int>(a[j + 1] - a[0] - 1));
+    ok = true;
+  }
+
+  // The codes of 8 blocks' amax bits (no NaN; ok).
+  __m256i codes(__m256i bits) const {
+    const __m256i d = _mm256_sub_epi32(bits, base);
+    __m256i c =
+        _mm256_add_epi32(_mm256_slli_epi32(_mm256_srai_epi32(d, 23), 3), _mm256_set1_epi32(9));
+    const __m256i low = _mm256_and_si256(d, _mm256_set1_epi32(0x7FFFFF));
+#pragma GCC unroll 7
+    for (int j = 0; j < 7; ++j) c = _mm256_sub_epi32(c, _mm256_cmpgt_epi32(low, step[j]));
+    return _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(8)), _mm256_set1_epi32(126));
+  }
+};
+
 // Round to nearest of a bfloat16 source by compares of the magnitude bits. The factor of an
 // E4M3 scale code c is f = (1 / tensor scale) / value(c), so under one tensor scale a block's
 // codes are a function of c and of |x|'s 15 bits: e2m1_code(|x| * f) (the float32 product, as the
@@ -43,7 +121,8 @@ using namespace nvfp4_avx2;
 // time; a code whose factor is 0, infinite or NaN gets no row (its group takes the float path).
 struct Bf16Thresholds {
   alignas(32) int16_t row[128][8][16];
-  float factor[128];
+  ScaleCodeThresholds scale;   // the blocks' scale codes under the same tensor scale
+  float inverse_scale = 1.0f;  // 1 / tensor scale, as nvfp4_block_scale rounds it
   uint32_t tensor_scale_bits = 0;
   int lo = 1, hi = 0;  // rows lo..hi are made (none when lo > hi)
 
@@ -59,7 +138,6 @@ struct Bf16Thresholds {
   bool make(int c, float tensor_scale) {
     const float f = (1.0f / tensor_scale) / e4m3_value(static_cast<uint8_t>(c));
     if (!(f > 0.0f && f < std::numeric_limits<float>::infinity())) return false;
-    factor[c] = f;
     // The code steps up at y = 0.25, 0.75, .., 5 (ties to even decide which side), and |y| > 6.
     static constexpr float kSteps[8] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
     for (int i = 0; i < 8; ++i) {
@@ -102,9 +180,12 @@ inline Bf16Thresholds& bf16_thresholds(float tensor_scale) {
   if (!table) table = std::make_unique<Bf16Thresholds>();
   if (table->tensor_scale_bits != bits_of(tensor_scale) || table->lo > table->hi) {
     table->tensor_scale_bits = bits_of(tensor_scale);
+    table->inverse_scale = 1.0f / tensor_scale;
     table->lo = 1;
     table->hi = 0;
   }
+  if (!table->scale.made || table->scale.tensor_scale_bits != bits_of(tensor_scale))
+    table->scale.make(tensor_scale);
   return *table;
 }
 
@@ -322,7 +403,15 @@ __attribute__((always_inline)) inline void prepare_group8_bf16(const uint16_t* p
                             _mm256_set1_epi16(0x7FFF));
   g.own = transposed_max8_16(m);
   const __m256 amax = group_amax(g.own, block_amax_in);
-  g.code = nvfp4_scale_codes(amax, tensor_scale);
+  // By the thresholds where every amax is a number >= 0 (a NaN's or a negative's sign bit is set
+  // in `unusual`), else by the divisions.
+  const __m256i bits = _mm256_castps_si256(amax);
+  const __m256i unusual =
+      _mm256_or_si256(bits, _mm256_cmpgt_epi32(bits, _mm256_set1_epi32(0x7F800000)));
+  if (t.scale.ok && _mm256_testz_si256(unusual, _mm256_set1_epi32(INT32_MIN)))
+    g.code = t.scale.codes(bits);
+  else
+    g.code = nvfp4_scale_codes(amax, tensor_scale);
   g.ok = false;
   const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(g.code, _mm256_set1_epi32(t.hi)),
                                           _mm256_cmpgt_epi32(_mm256_set1_epi32(t.lo), g.code));
@@ -356,8 +445,9 @@ __attribute__((always_inline)) inline void encode_group8_bf16(const uint16_t* p,
     st->flushed = _mm256_sub_epi32(st->flushed, _mm256_madd_epi16(flushed, ones));
     const __m256 own_f = _mm256_castsi256_ps(g.own);
     st->best = _mm256_max_ps(own_f, st->best);
-    st->peak =
-        _mm256_max_ps(_mm256_mul_ps(own_f, _mm256_i32gather_ps(t.factor, g.code, 4)), st->peak);
+    // The blocks' factors, as nvfp4_block_scale makes them.
+    const __m256 factor = _mm256_div_ps(_mm256_set1_ps(t.inverse_scale), e4m3_values(g.code));
+    st->peak = _mm256_max_ps(_mm256_mul_ps(own_f, factor), st->peak);
   }
 }
 
@@ -398,8 +488,8 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                                             first_col + b * kNvfp4Block, c, s, &st);
   };
   // A bfloat16 source rounded to nearest: each group by the thresholds' rows where they serve,
-  // its amax and scale codes taken a group ahead, so that their latency (a reduction, two
-  // divisions, the E4M3 encode) hides behind the blocks before.
+  // its amax and scale codes taken a group ahead, so that their latency (a reduction, the
+  // compares against the scale codes' thresholds) hides behind the blocks before.
   constexpr bool kThresholds = kSrc == DType::Id::bf16 && !kSr;
   Bf16Thresholds* thresholds = kThresholds ? &bf16_thresholds(tensor_scale) : nullptr;
   const auto* p = static_cast<const uint16_t*>(src);

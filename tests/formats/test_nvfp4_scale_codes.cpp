@@ -1,0 +1,133 @@
+// NVFP4's E4M3 block scale codes at every step between two codes: the vector casts take a
+// block's scale code from its amax's bits by compares against per-tensor-scale thresholds where
+// they can, so the tiles' amax handed to nvfp4_quantize (16x16 tiles) are put at each least
+// amax whose code is k or more (found here by bisection over the scalar body's code), one bit
+// below and above it, and at 0, subnormals, infinity, NaN and negatives, under tensor scales
+// inside and outside the range where the compares serve. Every level's codes, scales and
+// statistics are the scalar body's.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mx_scalar.h"
+#include "support/simd_levels.h"
+
+namespace mantissa::kernels::mx {
+namespace {
+
+using mantissa::testing::simd_levels_here;
+
+float float_of(uint32_t b) { return std::bit_cast<float>(b); }
+
+// The least float bits in [0, 0x7F800000] whose scale code under tensor_scale is k or more
+// (the code never falls as the amax grows; infinity's is 126).
+uint32_t least_amax(int k, float tensor_scale) {
+  uint32_t lo = 0, hi = 0x7F800000u;
+  while (lo < hi) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (scalar::nvfp4_block_scale(float_of(mid), tensor_scale).code >= k)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+std::string scale_name(float ts) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", ts);
+  return buf;
+}
+
+// bfloat16 bits of v, rounded to nearest even (NaN kept quiet).
+uint16_t bf16_bits(float v) {
+  const uint32_t b = std::bit_cast<uint32_t>(v);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((b >> 16) | 0x40u);
+  return static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+
+TEST(Nvfp4ScaleCodes, EveryStepBetweenCodesGivesTheScalarBytes) {
+  // 1, 0.37, 3.1e-3, 7.3e5: the compares serve; 1e-37, 2e-39 (subnormal), 1e36, 3e38: a
+  // division leaves the normal range, and the casts divide.
+  const float tensor_scales[] = {1.0f, 0.37f, 3.1e-3f, 7.3e5f, 1e-37f, 2e-39f, 1e36f, 3e38f};
+  int compared = 0;
+  for (const float ts : tensor_scales) {
+    std::vector<float> amax = {0.0f,
+                               float_of(1),
+                               float_of(0x007FFFFF),
+                               0x1p-126f,
+                               std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(),
+                               -std::numeric_limits<float>::quiet_NaN(),
+                               -1.0f,
+                               -0.0f,
+                               std::numeric_limits<float>::max()};
+    for (int k = 9; k <= 126; ++k) {
+      const uint32_t a = least_amax(k, ts);
+      for (int d = -2; d <= 2; ++d) {
+        const int64_t b = static_cast<int64_t>(a) + d;
+        if (b >= 0 && b <= 0x7F800000) amax.push_back(float_of(static_cast<uint32_t>(b)));
+      }
+    }
+    // One tile row: tile t's 16 rows hold values up to amax[t] (the codes vary too); its amax is
+    // amax[t] whatever the values.
+    const int64_t rows = 16, tiles = static_cast<int64_t>(amax.size()), cols = 16 * tiles;
+    std::vector<float> x(static_cast<size_t>(rows * cols));
+    std::vector<uint16_t> xb(x.size());
+    uint32_t h = 12345;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        h = h * 1664525u + 1013904223u;
+        const float m = amax[static_cast<size_t>(c / 16)];
+        const float u = static_cast<float>(static_cast<int32_t>(h) >> 8) * 0x1p-23f;  // [-1, 1)
+        const float v = m == m && m > 0.0f && m < std::numeric_limits<float>::infinity()
+                            ? m * u
+                            : (c % 3 ? 1.5f * u : 0.0f);
+        x[static_cast<size_t>(r * cols + c)] = v;
+        xb[static_cast<size_t>(r * cols + c)] = bf16_bits(v);
+      }
+    const int64_t nc = rows * cols / 2, ns = rows * cols / 16;
+    for (const bool bf16 : {true, false}) {
+      const void* src = bf16 ? static_cast<const void*>(xb.data()) : x.data();
+      const DType dtype = bf16 ? kBFloat16 : kFloat32;
+      Nvfp4Encoding e;
+      e.tensor_scale = ts;
+      e.tiles_16x16 = true;
+      e.tile_amax = amax.data();
+      std::vector<uint8_t> ref_c(nc), ref_s(ns);
+      MxCastStats ref_st;
+      nvfp4_quantize(src, dtype, rows, cols, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
+                     &ref_st);
+      for (SimdLevel level : simd_levels_here()) {
+        if (level == SimdLevel::kScalar) continue;
+        SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + " at " + simd_level_name(level) +
+                     ", tensor scale " + scale_name(ts));
+        std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
+        MxCastStats st;
+        nvfp4_quantize(src, dtype, rows, cols, e, c.data(), s.data(), level, &st);
+        EXPECT_EQ(s, ref_s);
+        EXPECT_EQ(c, ref_c);
+        EXPECT_EQ(st.saturated, ref_st.saturated);
+        EXPECT_EQ(st.flushed, ref_st.flushed);
+        EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref_st.amax));
+        EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref_st.peak));
+        std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
+        nvfp4_quantize(src, dtype, rows, cols, e, c2.data(), s2.data(), level);
+        EXPECT_EQ(s2, ref_s);
+        EXPECT_EQ(c2, ref_c);
+        ++compared;
+      }
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "no AVX2 on this CPU";
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::mx
