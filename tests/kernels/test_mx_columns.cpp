@@ -276,5 +276,74 @@ TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) { check_fp8_ed
 
 TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsF32) { check_fp8_edges(kFloat32); }
 
+// The AVX-512 level's own FP8 column bodies (32 bfloat16 or 16 float32 columns a vector) against
+// the scalar cast, at that level alone: every bfloat16 bit pattern, and block by block all-zero
+// blocks (signed zeros), blocks at each element max with its neighbours, a subnormal amax, inf
+// and NaN beside finite values, over 519 rows (a short last band of 7) and 277 columns (17
+// groups of 16: bfloat16's last vector half full; 5 columns beyond them).
+void check_avx512_bands(DType dtype) {
+  if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
+  const int64_t rows = 519, cols = 277;
+  std::vector<uint16_t> x(static_cast<size_t>(rows * cols));
+  uint32_t pattern = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int kind = static_cast<int>((c + 3 * (r / 32)) % 10);
+      const bool anchor = r % 32 == (c * 5) % 32;
+      float v = 0.0f;
+      uint16_t b = 0;
+      switch (kind) {
+        case 1:  // all zero
+          b = (r + c) % 2 ? 0x8000 : 0;
+          break;
+        case 2:  // the E4M3 max or a bfloat16 ulp either side of it, values below
+        case 3:  // the E5M2 max likewise, under a scale of 2^-20
+          v = (kind == 2 ? 448.0f : 57344.0f * 0x1p-20f) *
+              (anchor ? 1.0f + static_cast<float>(c % 3 - 1) / 224.0f
+                      : 1.0f - static_cast<float>((r + c) % 9) / 64.0f);
+          b = float_to_bf16_bits((r + c) % 3 ? v : -v);
+          break;
+        case 4:  // a subnormal amax
+          b = static_cast<uint16_t>((anchor ? 0x7F : (r * 7 + c) % 0x80) |
+                                    ((r + c) % 2 ? 0x8000 : 0));
+          break;
+        case 5:  // inf or NaN beside finite values
+          b = anchor ? ((c % 2) ? 0x7F80 : 0x7FC1) : float_to_bf16_bits(static_cast<float>(r - c));
+          break;
+        default:  // every bit pattern in turn
+          b = static_cast<uint16_t>(pattern++ & 0xFFFF);
+      }
+      x[static_cast<size_t>(r * cols + c)] = b;
+    }
+  ASSERT_GE(pattern, 65536u);
+  const auto [xs, t] = source_and_transpose(x, rows, cols, dtype);
+  const int64_t ns = cols * ((rows + kMxBlock - 1) / kMxBlock);
+  for (const Element e : {Element::kE4m3, Element::kE5m2})
+    for (const E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
+      const int64_t n = cols * rows;
+      std::vector<uint8_t> want_c(static_cast<size_t>(n)), want_s(static_cast<size_t>(ns));
+      MxCastStats want;
+      mx_quantize(t.data(), dtype, cols, rows, e, rd, want_c.data(), want_s.data(),
+                  SimdLevel::kScalar, &want);
+      EXPECT_GT(want.saturated, 0);
+      for (const bool stats : {false, true}) {
+        std::vector<uint8_t> codes(static_cast<size_t>(n), 0xAB), scales(static_cast<size_t>(ns));
+        MxCastStats got;
+        mx_quantize_transposed(xs.data(), dtype, rows, cols, e, rd, codes.data(), scales.data(),
+                               SimdLevel::kAvx512, stats ? &got : nullptr);
+        const std::string at =
+            std::string(dtype.name()) + " element " + std::to_string(static_cast<int>(e)) +
+            (rd == E8m0Rounding::kFloor ? " floor" : " rceil") + (stats ? " with statistics" : "");
+        EXPECT_EQ(codes, want_c) << at;
+        EXPECT_EQ(scales, want_s) << at;
+        if (stats) EXPECT_TRUE(same_stats(got, want)) << at;
+      }
+    }
+}
+
+TEST(MxColumns, Avx512BodiesGiveTheScalarBytesOnShortBandsBf16) { check_avx512_bands(kBFloat16); }
+
+TEST(MxColumns, Avx512BodiesGiveTheScalarBytesOnShortBandsF32) { check_avx512_bands(kFloat32); }
+
 }  // namespace
 }  // namespace mantissa::kernels::mx

@@ -139,8 +139,8 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
                             int64_t m_end, const Nvfp4Encoding& encoding, uint8_t* codes,
                             int64_t code_row, uint8_t* scales, int64_t scale_row);
 
-// encode_columns_bf16 and encode_columns_f32 of the AVX2 level (mx_columns_avx2.cpp), which the
-// AVX-512 level runs too.
+// encode_columns_bf16 and encode_columns_f32 of the AVX2 level (mx_columns_avx2.cpp), whose E2M1
+// columns the AVX-512 level runs too.
 void mx_encode_columns_bf16_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,
                                  int64_t groups, Element element, E8m0Rounding rounding,
                                  uint8_t* codes, int64_t code_row, uint8_t* scales,
@@ -149,6 +149,15 @@ void mx_encode_columns_f32_avx2(const float* src, int64_t ld, int64_t rows, int6
                                 int64_t groups, Element element, E8m0Rounding rounding,
                                 uint8_t* codes, int64_t code_row, uint8_t* scales,
                                 int64_t scale_row, MxStatsRun* runs);
+// The same of the AVX-512 level (mx_columns_avx512.cpp): its own FP8 bodies, the AVX2 E2M1 ones.
+void mx_encode_columns_bf16_avx512(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,
+                                   int64_t groups, Element element, E8m0Rounding rounding,
+                                   uint8_t* codes, int64_t code_row, uint8_t* scales,
+                                   int64_t scale_row, MxStatsRun* runs);
+void mx_encode_columns_f32_avx512(const float* src, int64_t ld, int64_t rows, int64_t c0,
+                                  int64_t groups, Element element, E8m0Rounding rounding,
+                                  uint8_t* codes, int64_t code_row, uint8_t* scales,
+                                  int64_t scale_row, MxStatsRun* runs);
 
 extern const MxKernels kScalarKernels;
 extern const MxKernels kAvx2Kernels;

@@ -1,8 +1,9 @@
 // AVX-512 (F, BW, VL) level of the MX casts: its decode, 16 lanes at a time (one MX block is
-// two vectors). Its encodes, with or without statistics, and the transposed cast's columns run
-// the AVX2 bodies (mx_cast_avx2.cpp, mx_columns_avx2.cpp), which cast each block on the source's
-// bits (a bfloat16 source in 16-bit lanes, 16 elements a vector); this level's own float32-lane
-// encode was slower. The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
+// two vectors). Its encodes, with or without statistics, run the AVX2 bodies (mx_cast_avx2.cpp),
+// which cast each block on the source's bits (a bfloat16 source in 16-bit lanes, 16 elements a
+// vector); this level's own float32-lane encode was slower. The transposed cast's FP8 columns are
+// mx_columns_avx512.cpp's (its E2M1 columns the AVX2 body's). The level's NVFP4 and MXFP4-SR
+// bodies are nvfp4_cast_avx512.cpp's.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -82,8 +83,8 @@ const MxKernels kAvx512Kernels = {.encode = mx_encode,
                                   .amax = avx512::amax,
                                   .nvfp4_encode_stats = avx512::nvfp4_encode_stats,
                                   .mxfp4_encode_sr = avx512::mxfp4_encode_sr,
-                                  .encode_columns_bf16 = mx_encode_columns_bf16_avx2,
-                                  .encode_columns_f32 = mx_encode_columns_f32_avx2};
+                                  .encode_columns_bf16 = mx_encode_columns_bf16_avx512,
+                                  .encode_columns_f32 = mx_encode_columns_f32_avx512};
 
 }  // namespace mantissa::kernels::mx::detail
 

@@ -1,10 +1,10 @@
 // AVX2 (+FMA, F16C) bodies of the MX transposed cast (mx_quantize_transposed's column-wise
-// copies), which the AVX-512 level runs too: x walked one block row (32 rows) at a time in chunks
-// of columns, the band's rows copied to a contiguous tile as the column amaxes are taken (rows a
-// multiple of 4 KiB apart share L1 sets), each group of 16 columns coded from the tile under
-// per-column constants and transposed in registers, whole 64-byte lines of codes written past the
-// caches. A column whose block needs the general path is encoded again from a copy of its block
-// by the row-wise body (mx_blocks_avx2.h).
+// copies), whose E2M1 columns the AVX-512 level runs too (its FP8 columns: mx_columns_avx512.cpp):
+// x walked one block row (32 rows) at a time in chunks of columns, the band's rows copied to a
+// contiguous tile as the column amaxes are taken (rows a multiple of 4 KiB apart share L1 sets),
+// each group of 16 columns coded from the tile under per-column constants and transposed in
+// registers, whole 64-byte lines of codes written past the caches. A column whose block needs the
+// general path is encoded again from a copy of its block by the row-wise body (mx_blocks_avx2.h).
 #include <immintrin.h>
 
 #include <algorithm>
