@@ -60,25 +60,81 @@ struct Lanes {
   static constexpr int32_t kRound = (1 << (kDrop - 1)) - 1 - ((127 - kBias) << kFrac);
 };
 
-// A column's block cast on its bits, recorded as mx_run_stats records it (record_block of
-// mx_blocks_avx2.h for a finite amax and a scale that is not NaN): amax_bits its amax's float32
-// bits, s its scale code.
-template <Element E, E8m0Rounding R>
-inline void record_fast(MxStatsRun& run, uint32_t amax_bits, uint8_t s) {
-  const float amax = float_of(amax_bits);
-  // floor_reciprocal / rceil_multiplier of a code below 254.
-  const float mul = s == 0 ? (R == E8m0Rounding::kFloor ? 0x1p126f : 1.0f)
-                           : float_of(static_cast<uint32_t>(254 - s) << 23);
-  if (amax > run.best) {
-    run.best = amax;
-    run.scaled_best = amax;
-    run.scale = mul;
-  }
-  run.peak = std::max(run.peak, static_cast<double>(amax) * mul / element_limits(E).max);
-}
+// The statistics of a chunk's columns (column j in element j of each), taken block row by block
+// row as mx_run_stats takes them: the blocks cast on their bits recorded in vectors (record16:
+// record_block of mx_blocks_avx2.h for a finite amax and a scale that is not NaN), the runs of
+// the blocks encoded again appended in their place (merge). A block's amax * multiplier is exact
+// (a power-of-2 multiplier, no overflow), so the largest of them divided by the element max once
+// is the largest of their quotients (division by it is monotone).
+struct ColumnStats {
+  std::vector<float> best, scaled_best, scale, product;
+  std::vector<double> peak;  // the merged runs'
+  int64_t saturated = 0, flushed = 0;
 
-// The codes (and with kStats the statistics) of column j's block again by the AVX2 row-wise body,
-// from a copy of it (32 elements, `stride` apart from p), its scale written at `scale`.
+  // n: the chunk's columns, rounded up to a whole unit.
+  explicit ColumnStats(int64_t n)
+      : best(static_cast<size_t>(n)),
+        scaled_best(static_cast<size_t>(n)),
+        scale(static_cast<size_t>(n)),
+        product(static_cast<size_t>(n)),
+        peak(static_cast<size_t>(n)) {}
+
+  void reset() {
+    std::fill(best.begin(), best.end(), -1.0f);
+    std::fill(scaled_best.begin(), scaled_best.end(), -1.0f);
+    std::fill(scale.begin(), scale.end(), 1.0f);
+    std::fill(product.begin(), product.end(), 0.0f);
+    std::fill(peak.begin(), peak.end(), 0.0);
+  }
+
+  // Columns j..j + 15 where `fast`: amax their amax, c their scale codes (below 254).
+  template <E8m0Rounding R>
+  [[gnu::always_inline]] void record16(int64_t j, __mmask16 fast, __m512 amax, __m512i c) {
+    // floor_reciprocal / rceil_multiplier: 2^(127 - c), or for code 0 2^126 or 1.
+    const __m512 mul = _mm512_mask_mov_ps(
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), c), 23)),
+        _mm512_testn_epi32_mask(c, c), _mm512_set1_ps(R == E8m0Rounding::kFloor ? 0x1p126f : 1.0f));
+    const __mmask16 raise =
+        _mm512_mask_cmp_ps_mask(fast, amax, _mm512_loadu_ps(best.data() + j), _CMP_GT_OQ);
+    _mm512_mask_storeu_ps(best.data() + j, raise, amax);
+    _mm512_mask_storeu_ps(scaled_best.data() + j, raise, amax);
+    _mm512_mask_storeu_ps(scale.data() + j, raise, mul);
+    float* p = product.data() + j;
+    const __m512 was = _mm512_loadu_ps(p);
+    _mm512_storeu_ps(p, _mm512_mask_max_ps(was, fast, was, _mm512_mul_ps(amax, mul)));
+  }
+
+  // MxStatsRun::append of run to column j.
+  void merge(int64_t j, const MxStatsRun& run) {
+    if (run.scaled_best > best[j]) {
+      scaled_best[j] = run.scaled_best;
+      scale[j] = run.scale;
+    }
+    best[j] = std::max(best[j], run.best);
+    peak[j] = std::max(peak[j], run.peak);
+    saturated += run.saturated;
+    flushed += run.flushed;
+  }
+
+  // Columns 0..n - 1 appended to runs[0..n - 1] (the counts to runs[0]).
+  void finish(MxStatsRun* runs, int64_t n, float elem_max) {
+    for (int64_t j = 0; j < n; ++j) {
+      MxStatsRun run;
+      run.best = best[j];
+      run.scaled_best = scaled_best[j];
+      run.scale = scale[j];
+      run.peak = std::max(peak[j], static_cast<double>(product[j]) / elem_max);
+      runs[j].append(run);
+    }
+    runs[0].saturated += saturated;
+    runs[0].flushed += flushed;
+    saturated = flushed = 0;
+  }
+};
+
+// The codes (and with kStats the statistics, into *run) of a column's block again by the AVX2
+// row-wise body, from a copy of it (32 elements, `stride` apart from p), its scale written at
+// `scale`.
 template <Element E, E8m0Rounding R, bool kStats, typename T>
 inline __m256i redo_column(const T* p, int stride, uint8_t* scale, MxStatsRun* run) {
   constexpr DType kSrc = sizeof(T) == 2 ? kBFloat16 : kFloat32;
@@ -112,11 +168,11 @@ constexpr int kAndOr = 0xEA;
 // (16-bit lanes, a NaN's above 0x7F80), their scales written from `scale` (scale_row bytes
 // apart), their codes to sink(slot, v) for slot 0..w/2 - 1 (v: column (slot & 7) + 16 (slot >> 3)
 // in the low 32 bytes and the column 8 above it in the high), with kStats their statistics
-// appended to runs[j] (saturated elements counted in sat_total's lanes).
+// taken into st from its column j0 (saturated elements counted in sat_total's lanes).
 template <Element E, E8m0Rounding R, bool kStats, typename Sink>
 [[gnu::always_inline]] inline void encode_unit16(const uint16_t* t, __m512i m, int w,
                                                  uint8_t* scale, int64_t scale_row, Sink sink,
-                                                 MxStatsRun* runs, __m512i& sat_total) {
+                                                 ColumnStats* st, int64_t j0, __m512i& sat_total) {
   using L = Lanes<E, 7>;
   const __m512i one = _mm512_set1_epi16(1);
   // The scale codes: the floor's exponent less the element's, or the rceil's, one more where
@@ -214,20 +270,23 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
   if constexpr (kStats) {
     sat_total = _mm512_add_epi32(
         sat_total, _mm512_madd_epi16(_mm512_maskz_mov_epi16(fast, sat), _mm512_set1_epi16(1)));
-    alignas(64) uint16_t bits[32];
-    _mm512_store_si512(bits, m);
-    for (uint32_t f = fast; f; f &= f - 1) {
-      const int j = __builtin_ctz(f);
-      record_fast<E, R>(runs[j], static_cast<uint32_t>(bits[j]) << 16, s[j]);
-    }
+    st->template record16<R>(j0, static_cast<__mmask16>(fast),
+                             _mm512_castsi512_ps(_mm512_slli_epi32(
+                                 _mm512_cvtepu16_epi32(_mm512_castsi512_si256(m)), 16)),
+                             _mm512_cvtepu16_epi32(_mm512_castsi512_si256(c)));
+    st->template record16<R>(j0 + 16, static_cast<__mmask16>(fast >> 16),
+                             _mm512_castsi512_ps(_mm512_slli_epi32(
+                                 _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(m, 1)), 16)),
+                             _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(c, 1)));
   }
   if (const uint32_t redo = ~fast & width; __builtin_expect(redo != 0, 0)) {
     for (uint32_t f = redo; f; f &= f - 1) {
       const int j = __builtin_ctz(f);
       const int slot = (j & 7) + 8 * (j >> 4);
-      o[slot] = with_column(
-          o[slot], (j >> 3) & 1,
-          redo_column<E, R, kStats>(t + j, 32, scale + j * scale_row, kStats ? runs + j : nullptr));
+      MxStatsRun run;
+      o[slot] = with_column(o[slot], (j >> 3) & 1,
+                            redo_column<E, R, kStats>(t + j, 32, scale + j * scale_row, &run));
+      if constexpr (kStats) st->merge(j0 + j, run);
     }
   }
 #pragma GCC unroll 16
@@ -266,8 +325,8 @@ template <int N>
 // (slot & 3) + 8 (slot >> 2) in the low 32 bytes and the column 4 above it in the high.
 template <Element E, E8m0Rounding R, bool kStats, typename Sink>
 [[gnu::always_inline]] inline void encode_unit32(const float* t, __m512i m, uint8_t* scale,
-                                                 int64_t scale_row, Sink sink, MxStatsRun* runs,
-                                                 __m512i& sat_total) {
+                                                 int64_t scale_row, Sink sink, ColumnStats* st,
+                                                 int64_t j0, __m512i& sat_total) {
   using L = Lanes<E, 23>;
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i field = _mm512_srli_epi32(m, 23);
@@ -346,21 +405,17 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
   for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
   if constexpr (kStats) {
     sat_total = _mm512_add_epi32(sat_total, _mm512_maskz_mov_epi32(fast, sat));
-    alignas(64) uint32_t bits[16];
-    _mm512_store_si512(bits, m);
-    for (uint32_t f = fast; f; f &= f - 1) {
-      const int j = __builtin_ctz(f);
-      record_fast<E, R>(runs[j], bits[j], s[j]);
-    }
+    st->template record16<R>(j0, fast, _mm512_castsi512_ps(m), c);
   }
   if (const uint32_t redo = ~static_cast<uint32_t>(fast) & 0xFFFFu;
       __builtin_expect(redo != 0, 0)) {
     for (uint32_t f = redo; f; f &= f - 1) {
       const int j = __builtin_ctz(f);
       const int slot = (j & 3) + 4 * (j >> 3);
-      o[slot] = with_column(
-          o[slot], (j >> 2) & 1,
-          redo_column<E, R, kStats>(t + j, 16, scale + j * scale_row, kStats ? runs + j : nullptr));
+      MxStatsRun run;
+      o[slot] = with_column(o[slot], (j >> 2) & 1,
+                            redo_column<E, R, kStats>(t + j, 16, scale + j * scale_row, &run));
+      if constexpr (kStats) st->merge(j0 + j, run);
     }
   }
 #pragma GCC unroll 8
@@ -418,10 +473,12 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
   std::vector<Line> pending(static_cast<size_t>((std::min(kChunk, cols) + kUnit - 1) / kUnit) *
                             kSlots);
   const bool lines = code_row % 64 == 0;
+  ColumnStats st(kStats ? (std::min(kChunk, cols) + kUnit - 1) / kUnit * kUnit : 0);
   for (int64_t col0 = 0; col0 < cols; col0 += kChunk) {
     const int64_t cn = std::min(kChunk, cols - col0);
     const int64_t units = (cn + kUnit - 1) / kUnit;
     const int64_t tiles = (units + kTile - 1) / kTile;
+    if constexpr (kStats) st.reset();
     for (int64_t r0 = 0; r0 < rows; r0 += kMxBlock) {
       const T* strip = src + r0 * ld + c0 + col0;
       // This block row's codes: the first half of lines (kept), the second (streamed with the
@@ -483,13 +540,12 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
           };
           const auto block = [&](auto sink) {
             uint8_t* scale = scales + (c0 + c) * scale_row + r0 / kMxBlock;
-            MxStatsRun* unit_runs = kStats ? runs + c : nullptr;
             if constexpr (kBf16)
               encode_unit16<E, R, kStats>(tile + kMxBlock * kUnit * g, amax[g], w, scale, scale_row,
-                                          sink, unit_runs, sat_total);
+                                          sink, &st, c - col0, sat_total);
             else
               encode_unit32<E, R, kStats>(tile + kMxBlock * kUnit * g, amax[g], scale, scale_row,
-                                          sink, unit_runs, sat_total);
+                                          sink, &st, c - col0, sat_total);
           };
           if (first) {
             block([&](int s, __m512i v) { _mm512_store_si512(kept + s, v); });
@@ -514,6 +570,7 @@ void encode_columns_as(const T* src, int64_t ld, int64_t rows, int64_t c0, int64
         }
       }
     }
+    if constexpr (kStats) st.finish(runs + col0, cn, element_limits(E).max);
   }
   _mm_sfence();  // the streamed lines before any later load of them, on any thread
   if (kStats) runs[0].saturated += _mm512_reduce_add_epi32(sat_total);
