@@ -84,8 +84,8 @@ struct MxKernels {
   void (*decode)(const uint8_t* codes, const uint8_t* scales, int64_t n, Element element,
                  float* out);
   // encode (without `stats`; the run is then empty) or encode_stats of a segment of a cast whose
-  // codes outgrow the caches: the same bytes, the codes stored past the caches. Null: encode or
-  // encode_stats.
+  // codes outgrow the caches: the same bytes, the codes stored past the caches where the level
+  // finds that faster for the source dtype. Null: encode or encode_stats.
   MxStatsRun (*encode_streamed)(const void* src, DType src_dtype, int64_t n, Element element,
                                 E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
                                 bool stats) = nullptr;

@@ -5,7 +5,8 @@
 // under the floor by a byte table of each element's step on the grid (encode_fp4_groups), under
 // rceil by integer rounding and two compares (encode_groups); other blocks in float32 lanes, 8
 // at a time (four vectors a block), and those whose multiplier is NaN, and a row's short last
-// block, by the scalar body. Casts whose codes outgrow the caches stream them past the caches.
+// block, by the scalar body. Float32 casts whose codes outgrow the caches stream them past the
+// caches.
 // The transposed cast's column bodies are mx_columns_avx2.cpp's, the NVFP4 and MXFP4-SR bodies
 // nvfp4_rows_avx2.cpp's; this file's table (kAvx2Kernels) names them all.
 #include <immintrin.h>
@@ -791,31 +792,38 @@ int64_t encode_fp8_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
   return groups * kGroup;
 }
 
-// A row cast: whole groups of eight blocks by encode_fp4_groups (E2M1 under the floor) or
-// encode_groups, the rest block by block. `stream`: the table's codes stored past the caches
-// where they lie on 32-byte boundaries.
+// The whole groups of eight blocks from the start of a row cast's segment: encode_fp4_groups
+// (E2M1 under the floor), encode_fp8_groups (FP8, codes streamed past the caches with kStream)
+// or encode_groups (E2M1 under rceil). Returns the elements done.
+template <Element E, E8m0Rounding R, DType::Id kSrc, bool kStream>
+int64_t encode_whole_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scales,
+                            SegmentStats* st) {
+  if constexpr (E == Element::kE2m1 && R == E8m0Rounding::kFloor)
+    return st ? encode_fp4_groups<kSrc, true, kStream>(src, n, codes, scales, st)
+              : encode_fp4_groups<kSrc, false, kStream>(src, n, codes, scales, st);
+  else if constexpr (E != Element::kE2m1)
+    return st ? encode_fp8_groups<E, R, kSrc, true, kStream>(src, n, codes, scales, st)
+              : encode_fp8_groups<E, R, kSrc, false, kStream>(src, n, codes, scales, st);
+  else
+    return st ? encode_groups<E, R, kSrc, true>(src, n, codes, scales, st)
+              : encode_groups<E, R, kSrc, false>(src, n, codes, scales, st);
+}
+
+// A row cast: whole groups of eight blocks (encode_whole_groups), the rest block by block.
+// `stream` (a cast whose codes outgrow the caches): a float32 source's codes are streamed past
+// the caches where they lie on 32-byte boundaries. A bfloat16 source's are not: reading 2 bytes
+// for each code byte (or half byte), its casts measured slower streamed than written back from
+// the caches (bench/results/2026-11-30-1150-mx-rows-round4.md), where float32's gained.
 template <Element E, E8m0Rounding R, DType::Id kSrc>
 void mx_encode_rows(const void* src, int64_t n, uint8_t* codes, uint8_t* scales, SegmentStats* st,
                     bool stream) {
   int64_t done;
-  if constexpr (E == Element::kE2m1 && R == E8m0Rounding::kFloor) {
-    if (stream && reinterpret_cast<uintptr_t>(codes) % 32 == 0)
-      done = st ? encode_fp4_groups<kSrc, true, true>(src, n, codes, scales, st)
-                : encode_fp4_groups<kSrc, false, true>(src, n, codes, scales, st);
-    else
-      done = st ? encode_fp4_groups<kSrc, true, false>(src, n, codes, scales, st)
-                : encode_fp4_groups<kSrc, false, false>(src, n, codes, scales, st);
-  } else if constexpr (E != Element::kE2m1) {
-    if (stream && reinterpret_cast<uintptr_t>(codes) % 32 == 0)
-      done = st ? encode_fp8_groups<E, R, kSrc, true, true>(src, n, codes, scales, st)
-                : encode_fp8_groups<E, R, kSrc, false, true>(src, n, codes, scales, st);
-    else
-      done = st ? encode_fp8_groups<E, R, kSrc, true, false>(src, n, codes, scales, st)
-                : encode_fp8_groups<E, R, kSrc, false, false>(src, n, codes, scales, st);
-  } else {
-    done = st ? encode_groups<E, R, kSrc, true>(src, n, codes, scales, st)
-              : encode_groups<E, R, kSrc, false>(src, n, codes, scales, st);
-  }
+  if constexpr (kSrc == DType::Id::f32)
+    done = stream && reinterpret_cast<uintptr_t>(codes) % 32 == 0
+               ? encode_whole_groups<E, R, kSrc, true>(src, n, codes, scales, st)
+               : encode_whole_groups<E, R, kSrc, false>(src, n, codes, scales, st);
+  else
+    done = encode_whole_groups<E, R, kSrc, false>(src, n, codes, scales, st);
   if (done == n) return;
   const void* rest = at(src, DType{kSrc}, done);
   if constexpr (kSrc == DType::Id::bf16 && E != Element::kE2m1)
