@@ -21,6 +21,7 @@
 #include "kernels/cpu/mx/mx_lanes_avx512.h"
 #include "kernels/cpu/mx/mxfp4_sr.h"
 #include "kernels/cpu/mx/nvfp4_cast_levels.h"
+#include "kernels/cpu/mx/nvfp4_scale_codes.h"
 #include "kernels/cpu/mx/philox.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
@@ -40,6 +41,20 @@ inline __m512 nvfp4_block_scales(__m512 amax, float tensor_scale, __m512i& code)
   s = _mm512_min_ps(_mm512_set1_ps(kE4m3Max), _mm512_max_ps(_mm512_set1_ps(0x1p-6f), s));
   code = fp8_codes<3, 7>(s);
   return _mm512_div_ps(_mm512_set1_ps(1.0f / tensor_scale), e4m3_values(code));
+}
+
+// The E4M3 scale codes of 16 blocks' amax bits (numbers >= 0, t.ok) by t's compares
+// (nvfp4_scale_codes.h): 9 + 8 octaves + the steps the low 23 bits reach, clamped to 8..126.
+inline __m512i scale_codes16(const Nvfp4ScaleCodeThresholds& t, __m512i bits) {
+  const __m512i d = _mm512_sub_epi32(bits, _mm512_set1_epi32(t.base));
+  __m512i c =
+      _mm512_add_epi32(_mm512_slli_epi32(_mm512_srai_epi32(d, 23), 3), _mm512_set1_epi32(9));
+  const __m512i low = _mm512_and_si512(d, _mm512_set1_epi32(0x7FFFFF));
+#pragma GCC unroll 7
+  for (int j = 0; j < 7; ++j)
+    c = _mm512_mask_add_epi32(c, _mm512_cmpgt_epi32_mask(low, _mm512_set1_epi32(t.step[j])), c,
+                              _mm512_set1_epi32(1));
+  return _mm512_min_epi32(_mm512_max_epi32(c, _mm512_set1_epi32(8)), _mm512_set1_epi32(126));
 }
 
 // Philox4x32-10 on 16 lanes (kernels/cpu/mx/philox.h). The ten rounds' keys of one stream.
@@ -204,11 +219,12 @@ struct FloatGroup16 {
 };
 
 // encode_group16's first half: the 16 blocks' amax (block_amax_in's 16, or their own), their
-// scales (written) and factors.
+// scales (written; by sc's compares where they serve) and factors.
 template <DType::Id kSrc>
 [[gnu::always_inline]] inline void prepare_group16(const void* src, const float* block_amax_in,
-                                                   float tensor_scale, uint8_t* scales,
-                                                   FloatGroup16& g) {
+                                                   float tensor_scale,
+                                                   const Nvfp4ScaleCodeThresholds& sc,
+                                                   uint8_t* scales, FloatGroup16& g) {
   const DType dtype{kSrc};
   const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
   __m512i m[16];
@@ -224,7 +240,14 @@ template <DType::Id kSrc>
                                 _mm512_castsi512_ps(g.own), _mm512_castsi512_ps(splat(kQuietNan)));
   }
   __m512i scale_codes;
-  g.factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
+  // The compares serve where every amax is a number >= 0 (as unsigned bits, at most infinity's).
+  const __m512i bits = _mm512_castps_si512(amax);
+  if (sc.ok && _mm512_cmpgt_epu32_mask(bits, _mm512_set1_epi32(0x7F800000)) == 0) {
+    scale_codes = scale_codes16(sc, bits);
+    g.factor = _mm512_div_ps(_mm512_set1_ps(1.0f / tensor_scale), e4m3_values(scale_codes));
+  } else {
+    g.factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
+  }
   _mm_storeu_si128(reinterpret_cast<__m128i*>(scales), _mm512_cvtepi32_epi8(scale_codes));
   // A factor that is NaN or infinite (where x = 0 makes x * factor NaN) is the scalar body's.
   g.to_scalar = _mm512_cmp_ps_mask(g.factor, _mm512_set1_ps(std::numeric_limits<float>::infinity()),
@@ -291,10 +314,11 @@ template <bool kSr, bool kStats, DType::Id kSrc>
 // infinite (their codes and scales are left for the scalar body, and they are not counted).
 template <bool kSr, bool kStats, DType::Id kSrc>
 inline unsigned encode_group16(const void* src, const float* block_amax_in, float tensor_scale,
-                               const PhiloxKeys16* keys, uint64_t offset, uint64_t row, int64_t col,
-                               uint8_t* codes, uint8_t* scales, Nvfp4LaneStats* st) {
+                               const Nvfp4ScaleCodeThresholds& sc, const PhiloxKeys16* keys,
+                               uint64_t offset, uint64_t row, int64_t col, uint8_t* codes,
+                               uint8_t* scales, Nvfp4LaneStats* st) {
   FloatGroup16 g;
-  prepare_group16<kSrc>(src, block_amax_in, tensor_scale, scales, g);
+  prepare_group16<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
   return encode_prepared16<kSr, kStats, kSrc>(src, g, keys, offset, row, col, codes, st);
 }
 
@@ -328,17 +352,19 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
       run.append(
           nvfp4_run_stats(at(src, dtype, i), dtype, len, tensor_scale, codes + i / 2, scales + b));
   };
+  const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
   auto group = [&](const void* x, const float* amax_in, int64_t b, uint8_t* c, uint8_t* s) {
-    return encode_group16<kSr, kStats, kSrc>(x, amax_in, tensor_scale, keys ? &*keys : nullptr,
+    return encode_group16<kSr, kStats, kSrc>(x, amax_in, tensor_scale, sc, keys ? &*keys : nullptr,
                                              offset, static_cast<uint64_t>(row),
                                              first_col + b * kNvfp4Block, c, s, &st);
   };
   // Rounded to nearest: each group's amax and factors taken a group ahead, so that their chain
-  // (a reduction, three divisions, the E4M3 encode) hides behind the blocks before.
+  // (a reduction, the scale codes' compares, a division) hides behind the blocks before.
   constexpr bool kAhead = !kSr;
   auto prepare = [&](int64_t b, FloatGroup16 & g) __attribute__((always_inline)) {
     prepare_group16<kSrc>(at(src, dtype, b * kNvfp4Block),
-                          block_amax_in ? block_amax_in + b : nullptr, tensor_scale, scales + b, g);
+                          block_amax_in ? block_amax_in + b : nullptr, tensor_scale, sc, scales + b,
+                          g);
   };
   const int64_t groups = blocks / 16;
   FloatGroup16 ahead[2];

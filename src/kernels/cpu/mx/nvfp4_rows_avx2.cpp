@@ -21,6 +21,7 @@
 #include "kernels/cpu/mx/mxfp4_sr.h"
 #include "kernels/cpu/mx/nvfp4_cast_levels.h"
 #include "kernels/cpu/mx/nvfp4_lanes_avx2.h"
+#include "kernels/cpu/mx/nvfp4_scale_codes.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
 #pragma GCC push_options
@@ -33,82 +34,26 @@ using namespace scalar;
 using namespace avx2_lanes;
 using namespace nvfp4_avx2;
 
-// The E4M3 scale codes of blocks from their amax's bits, under one tensor scale, by compares
-// instead of scalar::nvfp4_block_scale's two divisions and encode. Its code is a function of the
-// amax that never falls as the amax grows (each step rounds monotonically): 8 (the clamp at
-// 2^-6) up to a threshold A9, then 9, .. up to 126 (the clamp at 448), Ak the least amax bits
-// whose code is k or more. Where amax / 6 is a normal float from A9 on and A126 is finite,
-// doubling the amax doubles s = (amax / 6) / tensor scale exactly, and E4M3 rounds 2s to the
-// code 8 above s's: so A(k + 8) = Ak + 2^23 in bits, and with D = bits - A9 the code is
-// 9 + 8 * (D >> 23) + the number of A10 - A9, .., A16 - A9 that D's low 23 bits reach, clamped to
-// 8..126. The thresholds are found by scalar evaluations of nvfp4_block_scale near their guesses,
-// and the doubling is checked at both ends (A17, A126); where it does not hold (a tensor scale
-// so small or large that a division leaves the normal range), `ok` is false and the caller
-// divides.
-struct ScaleCodeThresholds {
-  __m256i base;     // A9's bits in every lane
-  __m256i step[7];  // A(10 + j) - A9 - 1 in every lane: a signed compare's right side
-  uint32_t tensor_scale_bits = 0;
-  bool made = false;
-  bool ok = false;
-
-  // The least amax bits in [0, 0x7F800000] whose code is k or more, walking from bits `guess`;
-  // -1 when it lies more than 64 steps away.
-  static int64_t least(int k, float tensor_scale, uint32_t guess) {
-    auto reached = [&](uint32_t m) {
-      return nvfp4_block_scale(float_of(m), tensor_scale).code >= k;
-    };
-    uint32_t m = std::min<uint32_t>(guess, 0x7F800000u);
-    for (int step = 0; step < 64; ++step) {
-      if (m > 0 && reached(m - 1)) {
-        --m;
-      } else if (!reached(m)) {
-        if (m == 0x7F800000u) return -1;
-        ++m;
-      } else {
-        return m;
-      }
-    }
-    return -1;
-  }
-
-  void make(float tensor_scale) {
-    tensor_scale_bits = bits_of(tensor_scale);
-    made = true;
-    ok = false;
-    if (!(tensor_scale >= 0x1p-126f && tensor_scale < std::numeric_limits<float>::infinity()))
-      return;
-    int64_t a[10];  // A9 .. A17, then A126
-    for (int k = 9; k <= 17; ++k) {
-      // The code steps from k - 1 to k at s halfway between their values, amax = 6 * ts * s.
-      const float s =
-          0.5f * (e4m3_value(static_cast<uint8_t>(k - 1)) + e4m3_value(static_cast<uint8_t>(k)));
-      a[k - 9] = least(k, tensor_scale, bits_of(s * kE2m1Max * tensor_scale));
-      if (a[k - 9] < 0) return;
-    }
-    constexpr int64_t kOctave = int64_t{1} << 23;
-    // A126 from A14, 14 octaves up.
-    const int64_t top = a[14 - 9] + 14 * kOctave;
-    if (top >= 0x7F800000 || a[17 - 9] != a[0] + kOctave ||
-        float_of(static_cast<uint32_t>(a[0])) < 0x1p-123f)
-      return;
-    if (least(126, tensor_scale, static_cast<uint32_t>(top)) != top) return;
-    base = _mm256_set1_epi32(static_cast<int>(a[0]));
-    for (int j = 0; j < 7; ++j) step[j] = _mm256_set1_epi32(static_cast<int>(a[j + 1] - a[0] - 1));
-    ok = true;
-  }
-
-  // The codes of 8 blocks' amax bits (no NaN; ok).
-  __m256i codes(__m256i bits) const {
-    const __m256i d = _mm256_sub_epi32(bits, base);
-    __m256i c =
-        _mm256_add_epi32(_mm256_slli_epi32(_mm256_srai_epi32(d, 23), 3), _mm256_set1_epi32(9));
-    const __m256i low = _mm256_and_si256(d, _mm256_set1_epi32(0x7FFFFF));
+// The E4M3 scale codes of 8 blocks' amax bits (numbers >= 0, t.ok) by t's compares
+// (nvfp4_scale_codes.h): 9 + 8 octaves + the steps the low 23 bits reach, clamped to 8..126.
+inline __m256i scale_codes8(const Nvfp4ScaleCodeThresholds& t, __m256i bits) {
+  const __m256i d = _mm256_sub_epi32(bits, _mm256_set1_epi32(t.base));
+  __m256i c =
+      _mm256_add_epi32(_mm256_slli_epi32(_mm256_srai_epi32(d, 23), 3), _mm256_set1_epi32(9));
+  const __m256i low = _mm256_and_si256(d, _mm256_set1_epi32(0x7FFFFF));
 #pragma GCC unroll 7
-    for (int j = 0; j < 7; ++j) c = _mm256_sub_epi32(c, _mm256_cmpgt_epi32(low, step[j]));
-    return _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(8)), _mm256_set1_epi32(126));
-  }
-};
+  for (int j = 0; j < 7; ++j)
+    c = _mm256_sub_epi32(c, _mm256_cmpgt_epi32(low, _mm256_set1_epi32(t.step[j])));
+  return _mm256_min_epi32(_mm256_max_epi32(c, _mm256_set1_epi32(8)), _mm256_set1_epi32(126));
+}
+
+// Whether 8 amax (as bits) are all numbers >= 0, which scale_codes8 takes (a NaN's or a
+// negative's sign bit is set in `unusual`).
+inline bool scale_codes8_serve(const Nvfp4ScaleCodeThresholds& t, __m256i bits) {
+  const __m256i unusual =
+      _mm256_or_si256(bits, _mm256_cmpgt_epi32(bits, _mm256_set1_epi32(0x7F800000)));
+  return t.ok && _mm256_testz_si256(unusual, _mm256_set1_epi32(INT32_MIN));
+}
 
 // Round to nearest of a bfloat16 source by compares of the magnitude bits. The factor of an
 // E4M3 scale code c is f = (1 / tensor scale) / value(c), so under one tensor scale a block's
@@ -121,7 +66,6 @@ struct ScaleCodeThresholds {
 // time; a code whose factor is 0, infinite or NaN gets no row (its group takes the float path).
 struct Bf16Thresholds {
   alignas(32) int16_t row[128][8][16];
-  ScaleCodeThresholds scale;   // the blocks' scale codes under the same tensor scale
   float inverse_scale = 1.0f;  // 1 / tensor scale, as nvfp4_block_scale rounds it
   uint32_t tensor_scale_bits = 0;
   int lo = 1, hi = 0;  // rows lo..hi are made (none when lo > hi)
@@ -184,8 +128,6 @@ inline Bf16Thresholds& bf16_thresholds(float tensor_scale) {
     table->lo = 1;
     table->hi = 0;
   }
-  if (!table->scale.made || table->scale.tensor_scale_bits != bits_of(tensor_scale))
-    table->scale.make(tensor_scale);
   return *table;
 }
 
@@ -273,11 +215,13 @@ struct FloatGroup {
 };
 
 // encode_group8's first half: the 8 blocks' amax (block_amax_in's 8, or their own by integer
-// maxima of the magnitude bits), their scales (written) and factors.
+// maxima of the magnitude bits), their scales (written; by sc's compares where they serve) and
+// factors.
 template <DType::Id kSrc>
 [[gnu::always_inline]] inline void prepare_group8(const void* src, const float* block_amax_in,
-                                                  float tensor_scale, uint8_t* scales,
-                                                  FloatGroup& g) {
+                                                  float tensor_scale,
+                                                  const Nvfp4ScaleCodeThresholds& sc,
+                                                  uint8_t* scales, FloatGroup& g) {
   __m256i m[8];
   if constexpr (kSrc == DType::Id::bf16) {
     const auto* p = static_cast<const uint16_t*>(src);
@@ -300,7 +244,13 @@ template <DType::Id kSrc>
   }
   const __m256 amax = group_amax(g.own, block_amax_in);
   __m256i scale_codes;
-  g.factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
+  const __m256i bits = _mm256_castps_si256(amax);
+  if (scale_codes8_serve(sc, bits)) {
+    scale_codes = scale_codes8(sc, bits);
+    g.factor = _mm256_div_ps(_mm256_set1_ps(1.0f / tensor_scale), e4m3_values(scale_codes));
+  } else {
+    g.factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
+  }
   _mm_storel_epi64(reinterpret_cast<__m128i*>(scales), bytes_of(scale_codes));
   // A factor that is NaN or infinite (where x = 0 makes x * factor NaN) is the scalar body's.
   g.scalar_lanes =
@@ -371,10 +321,11 @@ template <bool kSr, bool kStats, DType::Id kSrc>
 // and scales are left for the scalar body, and they are not counted).
 template <bool kSr, bool kStats, DType::Id kSrc>
 inline unsigned encode_group8(const void* src, const float* block_amax_in, float tensor_scale,
-                              const PhiloxKeys8* keys, uint64_t offset, uint64_t row, int64_t col,
-                              uint8_t* codes, uint8_t* scales, Nvfp4LaneStats8* st) {
+                              const Nvfp4ScaleCodeThresholds& sc, const PhiloxKeys8* keys,
+                              uint64_t offset, uint64_t row, int64_t col, uint8_t* codes,
+                              uint8_t* scales, Nvfp4LaneStats8* st) {
   FloatGroup g;
-  prepare_group8<kSrc>(src, block_amax_in, tensor_scale, scales, g);
+  prepare_group8<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
   return encode_prepared8<kSr, kStats, kSrc>(src, g, keys, offset, row, col, codes, st);
 }
 
@@ -391,11 +342,9 @@ struct Bf16Group {
 
 // encode_group8's amax and scale codes of 8 bfloat16 blocks from p, their scales written and
 // their rows in t made where missing; nothing is written where g.ok comes back false.
-__attribute__((always_inline)) inline void prepare_group8_bf16(const uint16_t* p,
-                                                               const float* block_amax_in,
-                                                               float tensor_scale,
-                                                               Bf16Thresholds& t, uint8_t* scales,
-                                                               Bf16Group& g) {
+__attribute__((always_inline)) inline void prepare_group8_bf16(
+    const uint16_t* p, const float* block_amax_in, float tensor_scale,
+    const Nvfp4ScaleCodeThresholds& sc, Bf16Thresholds& t, uint8_t* scales, Bf16Group& g) {
   __m256i m[8];
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k)
@@ -403,15 +352,10 @@ __attribute__((always_inline)) inline void prepare_group8_bf16(const uint16_t* p
                             _mm256_set1_epi16(0x7FFF));
   g.own = transposed_max8_16(m);
   const __m256 amax = group_amax(g.own, block_amax_in);
-  // By the thresholds where every amax is a number >= 0 (a NaN's or a negative's sign bit is set
-  // in `unusual`), else by the divisions.
+  // By sc's compares where they serve, else by the divisions.
   const __m256i bits = _mm256_castps_si256(amax);
-  const __m256i unusual =
-      _mm256_or_si256(bits, _mm256_cmpgt_epi32(bits, _mm256_set1_epi32(0x7F800000)));
-  if (t.scale.ok && _mm256_testz_si256(unusual, _mm256_set1_epi32(INT32_MIN)))
-    g.code = t.scale.codes(bits);
-  else
-    g.code = nvfp4_scale_codes(amax, tensor_scale);
+  g.code =
+      scale_codes8_serve(sc, bits) ? scale_codes8(sc, bits) : nvfp4_scale_codes(amax, tensor_scale);
   g.ok = false;
   const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(g.code, _mm256_set1_epi32(t.hi)),
                                           _mm256_cmpgt_epi32(_mm256_set1_epi32(t.lo), g.code));
@@ -482,8 +426,9 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
       run.append(
           nvfp4_run_stats(at(src, dtype, i), dtype, len, tensor_scale, codes + i / 2, scales + b));
   };
+  const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
   auto group = [&](const void* x, const float* amax_in, int64_t b, uint8_t* c, uint8_t* s) {
-    return encode_group8<kSr, kStats, kSrc>(x, amax_in, tensor_scale, keys ? &*keys : nullptr,
+    return encode_group8<kSr, kStats, kSrc>(x, amax_in, tensor_scale, sc, keys ? &*keys : nullptr,
                                             offset, static_cast<uint64_t>(row),
                                             first_col + b * kNvfp4Block, c, s, &st);
   };
@@ -496,13 +441,14 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
   auto prepare = [&](int64_t b, Bf16Group & g) __attribute__((always_inline)) {
     if constexpr (kThresholds)
       prepare_group8_bf16(p + b * kNvfp4Block, block_amax_in ? block_amax_in + b : nullptr,
-                          tensor_scale, *thresholds, scales + b, g);
+                          tensor_scale, sc, *thresholds, scales + b, g);
   };
   // A float32 source rounded to nearest: each group's amax and factors taken a group ahead too.
   constexpr bool kFloatAhead = kSrc == DType::Id::f32 && !kSr;
   auto prepare_float = [&](int64_t b, FloatGroup & g) __attribute__((always_inline)) {
     prepare_group8<kSrc>(at(src, dtype, b * kNvfp4Block),
-                         block_amax_in ? block_amax_in + b : nullptr, tensor_scale, scales + b, g);
+                         block_amax_in ? block_amax_in + b : nullptr, tensor_scale, sc, scales + b,
+                         g);
   };
   int64_t b = 0;
   const int64_t groups = blocks / 8;
@@ -543,7 +489,7 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
     unsigned nan = 0;
     if constexpr (kThresholds) {
       const auto* xp = reinterpret_cast<const uint16_t*>(x);
-      prepare_group8_bf16(xp, in, tensor_scale, *thresholds, s, ahead[0]);
+      prepare_group8_bf16(xp, in, tensor_scale, sc, *thresholds, s, ahead[0]);
       if (ahead[0].ok)
         encode_group8_bf16<kStats>(xp, ahead[0], *thresholds, c, &st);
       else
