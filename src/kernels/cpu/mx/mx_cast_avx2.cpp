@@ -43,12 +43,12 @@ using avx2_lanes::e4m3_values;  // beside the overload on code bytes below
 }
 
 // One block of 32 float32 values from p cast to E2M1 on their bits (RowConstants, lane b) into
-// 16 bytes at out. kSat: the elements above 6 subtracted from `sat` as -1 masks; kKept: those
-// not flushed (zero, or above 0.25 times the multiplier) from `kept`.
-template <bool kSat, bool kKept>
+// 16 bytes at out, under the rceil scale (no product above 6). kKept: the elements not flushed
+// (zero, or above 0.25 times the multiplier) subtracted from `kept` as -1 masks.
+template <bool kKept>
 inline void fast_block_f32_fp4(const float* p, uint8_t* out,
                                const RowConstants<Element::kE2m1, DType::Id::f32>& k, int b,
-                               __m256i& sat, __m256i& kept) {
+                               __m256i& kept) {
   using K = RowConstants<Element::kE2m1, DType::Id::f32>;
   const __m256i one = k.one32, magnitude = k.magnitude32;
   const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -58,7 +58,6 @@ inline void fast_block_f32_fp4(const float* p, uint8_t* out,
   const __m256i add = _mm256_set1_epi32(k.add[b]);
   const __m256i quarter = _mm256_set1_epi32(k.from_less_1[b]);
   const __m256i three_quarters = _mm256_set1_epi32(k.three_quarters[b]);
-  const __m256i above = _mm256_set1_epi32(k.sat_above[b]);
   const auto code = [&](__m256i x) {
     const __m256i a = _mm256_and_si256(x, magnitude);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, K::kDrop), one);
@@ -67,7 +66,6 @@ inline void fast_block_f32_fp4(const float* p, uint8_t* out,
     const __m256i half = _mm256_cmpgt_epi32(a, quarter);
     const __m256i low = _mm256_sub_epi32(
         _mm256_setzero_si256(), _mm256_add_epi32(half, _mm256_cmpgt_epi32(a, three_quarters)));
-    if constexpr (kSat) sat = _mm256_add_epi32(sat, _mm256_cmpgt_epi32(a, above));
     if constexpr (kKept)
       kept = _mm256_add_epi32(kept,
                               _mm256_or_si256(half, _mm256_cmpeq_epi32(a, _mm256_setzero_si256())));
@@ -85,17 +83,16 @@ inline void fast_block_f32_fp4(const float* p, uint8_t* out,
 }
 
 // The same for 32 bfloat16 values in 16-bit lanes.
-template <bool kSat, bool kKept>
+template <bool kKept>
 inline void fast_block_bf16_fp4(const uint16_t* p, uint8_t* out,
                                 const RowConstants<Element::kE2m1, DType::Id::bf16>& k, int b,
-                                __m256i& sat, __m256i& kept) {
+                                __m256i& kept) {
   using K = RowConstants<Element::kE2m1, DType::Id::bf16>;
   const __m256i one = k.one16, magnitude = k.magnitude16;
   const __m256i h0 = load16_bits(p), h1 = load16_bits(p + 16);
   const __m256i add = _mm256_set1_epi16(static_cast<int16_t>(k.add[b]));
   const __m256i quarter = _mm256_set1_epi16(static_cast<int16_t>(k.from_less_1[b]));
   const __m256i three_quarters = _mm256_set1_epi16(static_cast<int16_t>(k.three_quarters[b]));
-  const __m256i above = _mm256_set1_epi16(static_cast<int16_t>(k.sat_above[b]));
   const auto code = [&](__m256i h) {
     const __m256i a = _mm256_and_si256(h, magnitude);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi16(a, K::kDrop), one);
@@ -104,7 +101,6 @@ inline void fast_block_bf16_fp4(const uint16_t* p, uint8_t* out,
     const __m256i half = _mm256_cmpgt_epi16(a, quarter);
     const __m256i low = _mm256_sub_epi16(
         _mm256_setzero_si256(), _mm256_add_epi16(half, _mm256_cmpgt_epi16(a, three_quarters)));
-    if constexpr (kSat) sat = _mm256_add_epi16(sat, _mm256_cmpgt_epi16(a, above));
     if constexpr (kKept)
       kept = _mm256_add_epi16(kept,
                               _mm256_or_si256(half, _mm256_cmpeq_epi16(a, _mm256_setzero_si256())));
@@ -196,19 +192,18 @@ int64_t encode_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scale
                       SegmentStats* st) {
   constexpr ElementLimits lim = element_limits(E);
   constexpr int64_t kGroup = 8 * kMxBlock;
-  constexpr bool kSat = kStats && R == E8m0Rounding::kFloor;
   constexpr bool kHalf = kSrc == DType::Id::bf16;
-  static_assert(E == Element::kE2m1, "FP8 rows take encode_fp8_groups");
+  static_assert(E == Element::kE2m1 && R == E8m0Rounding::kRceil,
+                "FP8 rows take encode_fp8_groups, E2M1 under the floor encode_fp4_groups");
   const int64_t groups = n / kGroup;
   if (groups == 0) return 0;
-  // The fast blocks' saturated and kept elements as -1s: 32-bit lanes, or 16-bit lanes
-  // that see two elements a block (moved out every 2^10 groups, below 2^15).
-  __m256i sat = _mm256_setzero_si256(), kept = _mm256_setzero_si256();
+  // The fast blocks' kept elements as -1s: 32-bit lanes, or 16-bit lanes that see two
+  // elements a block (moved out every 2^10 groups, below 2^15).
+  __m256i kept = _mm256_setzero_si256();
   int64_t fast_fp4 = 0, kept_total = 0;
   const auto move_counts = [&] {
-    st->run.saturated -= kHalf ? lane_sum16(sat) : lane_sum(sat);
     kept_total += kHalf ? lane_sum16(kept) : lane_sum(kept);
-    sat = kept = _mm256_setzero_si256();
+    kept = _mm256_setzero_si256();
   };
   __m256 peak = _mm256_setzero_ps();
   RowGroup<E, kSrc> groups_ahead[2];
@@ -230,14 +225,14 @@ int64_t encode_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scale
         const auto* h = static_cast<const uint16_t*>(src) + j;
         const auto* f = static_cast<const float*>(src) + j;
         if constexpr (kHalf)
-          fast_block_bf16_fp4<kSat, kStats>(h, codes + j / 2, g.k, b, sat, kept);
+          fast_block_bf16_fp4<kStats>(h, codes + j / 2, g.k, b, kept);
         else
-          fast_block_f32_fp4<kSat, kStats>(f, codes + j / 2, g.k, b, sat, kept);
+          fast_block_f32_fp4<kStats>(f, codes + j / 2, g.k, b, kept);
         done = true;
         ++fast_fp4;
       }
       if (!done) {
-        if (R == E8m0Rounding::kRceil && s[b] == kE8m0Nan) {  // NaN multiplier: the scalar body
+        if (s[b] == kE8m0Nan) {  // NaN multiplier: the scalar body
           encode_scalar<E, R, kSrc>(src, j, kMxBlock, codes, scales, st);
           continue;
         }
