@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/common/byte_transpose_avx512.h"
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "mantissa/core/float8.h"
 
@@ -35,37 +36,6 @@ constexpr float kE4m3Max = Float8E4M3::kMax;
 constexpr int64_t kChunk = 64;
 // The rows' bytes this many chunks ahead are fetched into L2 as a chunk is copied.
 constexpr int64_t kAhead = 8;
-
-// Byte j of x[i] becomes byte i of x[j], in each 128-bit lane.
-MANTISSA_AVX512 inline void transpose16x16_bytes(__m512i* x) {
-  __m512i a[16], b[16];
-#pragma GCC unroll 16
-  for (int k = 0; k < 8; ++k) {
-    a[2 * k] = _mm512_unpacklo_epi8(x[2 * k], x[2 * k + 1]);
-    a[2 * k + 1] = _mm512_unpackhi_epi8(x[2 * k], x[2 * k + 1]);
-  }
-#pragma GCC unroll 16
-  for (int g = 0; g < 4; ++g) {
-    b[4 * g] = _mm512_unpacklo_epi16(a[4 * g], a[4 * g + 2]);
-    b[4 * g + 1] = _mm512_unpackhi_epi16(a[4 * g], a[4 * g + 2]);
-    b[4 * g + 2] = _mm512_unpacklo_epi16(a[4 * g + 1], a[4 * g + 3]);
-    b[4 * g + 3] = _mm512_unpackhi_epi16(a[4 * g + 1], a[4 * g + 3]);
-  }
-#pragma GCC unroll 16
-  for (int h = 0; h < 2; ++h)
-#pragma GCC unroll 16
-    for (int q = 0; q < 4; ++q) {
-      a[8 * h + 2 * q] = _mm512_unpacklo_epi32(b[8 * h + q], b[8 * h + 4 + q]);
-      a[8 * h + 2 * q + 1] = _mm512_unpackhi_epi32(b[8 * h + q], b[8 * h + 4 + q]);
-    }
-#pragma GCC unroll 16
-  for (int q = 0; q < 4; ++q)
-#pragma GCC unroll 16
-    for (int p = 0; p < 2; ++p) {
-      x[4 * q + 2 * p] = _mm512_unpacklo_epi64(a[2 * q + p], a[8 + 2 * q + p]);
-      x[4 * q + 2 * p + 1] = _mm512_unpackhi_epi64(a[2 * q + p], a[8 + 2 * q + p]);
-    }
-}
 
 // The low (h = 0) or high 256 bits of v.
 MANTISSA_AVX512 inline __m256i half_of(__m512i v, int h) {

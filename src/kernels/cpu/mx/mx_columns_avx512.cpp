@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/common/byte_transpose_avx512.h"
 #include "kernels/cpu/mx/mx_cast.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
@@ -228,33 +229,7 @@ template <Element E, E8m0Rounding R, bool kStats, typename Sink>
   // A nonzero |x| below the normal codes: lowest < from - 1.
   fast &= _mm512_cmpge_epu16_mask(lowest, from_less_1);
   // In-lane 16 x 16 byte transpose: x[8h + i] lane q is column 8q + i's rows 16h..16h + 15.
-  __m512i y[16];
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) {
-    y[2 * k] = _mm512_unpacklo_epi8(x[2 * k], x[2 * k + 1]);
-    y[2 * k + 1] = _mm512_unpackhi_epi8(x[2 * k], x[2 * k + 1]);
-  }
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    x[4 * g] = _mm512_unpacklo_epi16(y[4 * g], y[4 * g + 2]);
-    x[4 * g + 1] = _mm512_unpackhi_epi16(y[4 * g], y[4 * g + 2]);
-    x[4 * g + 2] = _mm512_unpacklo_epi16(y[4 * g + 1], y[4 * g + 3]);
-    x[4 * g + 3] = _mm512_unpackhi_epi16(y[4 * g + 1], y[4 * g + 3]);
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h)
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      y[8 * h + 2 * q] = _mm512_unpacklo_epi32(x[8 * h + q], x[8 * h + 4 + q]);
-      y[8 * h + 2 * q + 1] = _mm512_unpackhi_epi32(x[8 * h + q], x[8 * h + 4 + q]);
-    }
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q)
-#pragma GCC unroll 2
-    for (int p = 0; p < 2; ++p) {
-      x[4 * q + 2 * p] = _mm512_unpacklo_epi64(y[2 * q + p], y[8 + 2 * q + p]);
-      x[4 * q + 2 * p + 1] = _mm512_unpackhi_epi64(y[2 * q + p], y[8 + 2 * q + p]);
-    }
+  transpose16x16_bytes(x);
   // Column c's 32 bytes: x[c & 7] lane c >> 3, then x[8 + (c & 7)]'s; two columns a vector.
   const __m512i lanes_lo = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
   const __m512i lanes_hi = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
