@@ -81,6 +81,23 @@ template <Element E, E8m0Rounding R>
   return special;
 }
 
+// block_scales8 with the lanes it leaves taken from mx_scalar.h (e8m0_rceil, rceil_multiplier,
+// a NaN amax as the quiet NaN): every block's code and multiplier set.
+template <Element E, E8m0Rounding R>
+[[gnu::always_inline]] inline void all_block_scales8(__m256i amax_bits, uint8_t* code, float* mul) {
+  constexpr ElementLimits lim = element_limits(E);
+  unsigned special = block_scales8<E, R>(amax_bits, code, mul);
+  if (!special) return;
+  alignas(32) uint32_t bits[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax_bits);
+  for (; special; special &= special - 1) {
+    const int b = __builtin_ctz(special);
+    const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+    code[b] = e8m0_rceil(a, lim.max);
+    mul[b] = rceil_multiplier(code[b], a, lim.max);
+  }
+}
+
 // A segment's statistics as its vector blocks are encoded: the saturated and flushed elements
 // counted in lanes (a compare mask is -1 where true, so subtracting it counts; a lane sees one
 // element in 8 of a segment of at most 2^31 elements), the rest of MxStatsRun block by block.

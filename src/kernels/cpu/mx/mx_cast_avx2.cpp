@@ -151,7 +151,6 @@ struct RowGroup {
 template <Element E, E8m0Rounding R, DType::Id kSrc>
 [[gnu::always_inline]] inline void prepare_group(const void* src, int64_t i, uint8_t* s,
                                                  RowGroup<E, kSrc>& g) {
-  constexpr ElementLimits lim = element_limits(E);
   __m256i m[8];
 #pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
@@ -166,17 +165,7 @@ template <Element E, E8m0Rounding R, DType::Id kSrc>
     }
   }
   g.amax = kSrc == DType::Id::bf16 ? transposed_max8_16(m) : transposed_max8(m);
-  unsigned special = block_scales8<E, R>(g.amax, s, g.mul);
-  if (special) {
-    alignas(32) uint32_t bits[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), g.amax);
-    for (; special; special &= special - 1) {
-      const int b = __builtin_ctz(special);
-      const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-      s[b] = e8m0_rceil(a, lim.max);
-      g.mul[b] = rceil_multiplier(s[b], a, lim.max);
-    }
-  }
+  all_block_scales8<E, R>(g.amax, s, g.mul);
   g.k.set(g.amax, g.mul);
 }
 
@@ -585,7 +574,6 @@ template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat>
 [[gnu::always_inline]] inline void prepare_fp8(const void* src, int64_t i, uint8_t* s,
                                                const Fp8Table<E, kSrc>& t, Fp8Group& g) {
   using K = RowConstants<E, kSrc>;
-  constexpr ElementLimits lim = element_limits(E);
   __m256i hi[8], lo[8];
 #pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
@@ -616,17 +604,7 @@ template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat>
     g.amax = transposed_max8(hi);
     low = transposed_min8_u32(lo);
   }
-  unsigned special = block_scales8<E, R>(g.amax, s, g.mul);
-  if (special) {
-    alignas(32) uint32_t bits[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), g.amax);
-    for (; special; special &= special - 1) {
-      const int b = __builtin_ctz(special);
-      const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-      s[b] = e8m0_rceil(a, lim.max);
-      g.mul[b] = rceil_multiplier(s[b], a, lim.max);
-    }
-  }
+  all_block_scales8<E, R>(g.amax, s, g.mul);
   // RowConstants::set's lanes, and its slow blocks with those holding a nonzero |x| below the
   // normal codes.
   const __m256i m = _mm256_load_si256(reinterpret_cast<const __m256i*>(g.mul));

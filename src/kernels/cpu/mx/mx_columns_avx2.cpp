@@ -66,17 +66,10 @@ struct ColumnScales16 {
   // Returns the columns whose amax is infinite or NaN (bit j: column j).
   template <Element E, E8m0Rounding R>
   [[gnu::always_inline]] unsigned set(__m256i lo, __m256i hi, uint8_t* scale, int64_t scale_row) {
-    constexpr ElementLimits lim = element_limits(E);
     _mm256_store_si256(reinterpret_cast<__m256i*>(bits), lo);
     _mm256_store_si256(reinterpret_cast<__m256i*>(bits + 8), hi);
-    unsigned special = block_scales8<E, R>(lo, s, mul);
-    special |= block_scales8<E, R>(hi, s + 8, mul + 8) << 8;
-    for (; special; special &= special - 1) {
-      const int b = __builtin_ctz(special);
-      const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
-      s[b] = e8m0_rceil(a, lim.max);
-      mul[b] = rceil_multiplier(s[b], a, lim.max);
-    }
+    all_block_scales8<E, R>(lo, s, mul);
+    all_block_scales8<E, R>(hi, s + 8, mul + 8);
     for (int j = 0; j < 16; ++j) scale[j * scale_row] = s[j];
     const __m256i inf = _mm256_set1_epi32(0x7F7FFFFF);
     return static_cast<unsigned>(
