@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/common/stream_codes.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/float8.h"
@@ -19,8 +20,6 @@ namespace mantissa::kernels::fp8 {
 namespace {
 
 constexpr int64_t kChunk = 1 << 16;
-// Casts of at least this many codes (8 MiB, a quarter of the L3) stream them out.
-constexpr int64_t kStreamCodes = int64_t{8} << 20;
 
 void check_formats(const char* what, DType hp, DType fp8, bool is_source) {
   MANTISSA_CHECK(fp8.is_float8(), "fp8 cast", "{}: {} is not an FP8 dtype", what, fp8.name());
@@ -333,10 +332,9 @@ CastStats cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, uint16
     st.amax = known.amax;
     return st;
   }
-  // Codes beyond what the caches hold are streamed past them (a reader of codes that large
-  // fetches them from memory anyway); smaller ones stay in cache for the GEMM that reads them,
-  // and so do codes widened next.
-  const bool stream = !widened && n >= kStreamCodes && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  // Large casts stream their codes (common/stream_codes.h), except codes widened next.
+  const bool stream =
+      !widened && n >= kStreamCodesFrom && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
   const DequantizeFn widen = dequantize_body(level);
   const auto* s16 = static_cast<const uint16_t*>(src);
   const int64_t chunks = (n + kChunk - 1) / kChunk;

@@ -12,6 +12,7 @@
 #include <bit>
 #include <vector>
 
+#include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "kernels/cpu/fp8/rowwise_cast.h"
 #include "mantissa/core/float8.h"
@@ -366,8 +367,7 @@ MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int
   }
   // 64 columns a step through codes16_pow2_in_range where every column's scale allows it.
   const int64_t wide_cols = in_range ? vec_cols / 64 * 64 : 0;
-  // Codes beyond what the caches hold (8 MiB, a quarter of the L3) are streamed past them.
-  const bool stream = rows * cols >= (int64_t{8} << 20);
+  const bool stream = rows * cols >= kStreamCodesFrom;  // common/stream_codes.h
   const auto* ea = reinterpret_cast<const uint16_t*>(exponent_add.data());
   const auto* nf = reinterpret_cast<const uint16_t*>(normal_from.data());
   const auto* rb = reinterpret_cast<const uint16_t*>(rebias.data());
@@ -442,7 +442,7 @@ MANTISSA_AVX2 bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t
     }
     largest = std::max(largest, amax[c]);
   }
-  const bool stream = rows * cols >= (int64_t{8} << 20);
+  const bool stream = rows * cols >= kStreamCodesFrom;
   const auto* rb = reinterpret_cast<const uint16_t*>(rebias.data());
   const auto* nf1 = reinterpret_cast<const uint16_t*>(normal_from_less_1.data());
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/mx/philox.h"
 #include "kernels/cpu/mx/transpose_tiles.h"
 #include "mantissa/core/error.h"
@@ -155,9 +156,6 @@ constexpr const char* kWhere = "block-format cast";
 constexpr int64_t kSegment = 8192;
 // Below this many elements one thread does the whole cast.
 constexpr int64_t kParallelFrom = 1 << 16;
-// Row casts of at least this many code bytes (8 MiB, a quarter of the L3) stream their codes
-// past the caches (MxKernels::encode_streamed).
-constexpr int64_t kStreamCodes = int64_t{8} << 20;
 
 void check_shape(DType dtype, int64_t rows, int64_t cols, const void* a, const void* b,
                  const void* c) {
@@ -223,7 +221,7 @@ void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, E
   const int64_t seg_rows = whole_blocks ? 1 : rows, seg_cols = whole_blocks ? rows * cols : cols;
   const int64_t code_stride = code_bytes(element, seg_cols);
   const int64_t scale_stride = blocks_of(seg_cols, kMxBlock);
-  const bool stream = seg_rows * code_stride >= kStreamCodes;
+  const bool stream = seg_rows * code_stride >= kStreamCodesFrom;  // MxKernels::encode_streamed
   for_each_segment(
       seg_rows, seg_cols,
       [&](int64_t r, int64_t begin, int64_t len) {
