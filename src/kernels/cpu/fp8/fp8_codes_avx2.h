@@ -2,7 +2,7 @@
 // The AVX2 FP8 encode shared by the delayed-scaling cast (fp8_cast_avx2.cpp), the block
 // recipe's tile cast (fp8_block_avx2.cpp) and the rowwise recipes' casts (rowwise_cast_avx2.cpp):
 // saturating RNE codes of 8 float32 lanes, the codes of 16 bfloat16 lanes under a power-of-2
-// scale (also the MX casts', mx_cast_avx2.cpp), and 32 codes packed into bytes in element order.
+// scale (also the MX casts', mx_blocks_avx2.h), and 32 codes packed into bytes in element order.
 // The arithmetic mirrors float8.cpp: normal values round by integer adds on the float32 bits;
 // subnormal FP8 values come from adding a power of two whose ulp is the FP8 subnormal quantum,
 // which the FPU rounds to nearest even (MXCSR's default mode, which mantissa never changes).

@@ -1,7 +1,8 @@
 // AVX-512 (F, BW, VL) level of the MX casts: its decode, 16 lanes at a time (one MX block is
-// two vectors). Its encodes, with or without statistics, run the AVX2 bodies (mx_cast_avx2.cpp),
-// which cast each block on the source's bits (a bfloat16 source in 16-bit lanes, 16 elements a
-// vector); this level's own float32-lane encode was slower. The transposed cast's FP8 columns are
+// two vectors). Its encodes, with or without statistics, run the AVX2 row bodies by element type
+// (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp), which cast each block on the source's bits (a
+// bfloat16 source in 16-bit lanes, 16 elements a vector); this level's own float32-lane encode
+// was slower. The transposed cast's FP8 columns are
 // mx_columns_avx512.cpp's (its E2M1 columns the AVX2 body's). The level's NVFP4 and MXFP4-SR
 // bodies are nvfp4_cast_avx512.cpp's.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.

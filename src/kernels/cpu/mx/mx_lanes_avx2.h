@@ -1,6 +1,6 @@
 #pragma once
 // Internal: the 8-lane helpers that the AVX2 block-format casts share, the MX ones
-// (mx_cast_avx2.cpp) and the NVFP4 and MXFP4-SR ones (nvfp4_*_avx2.cpp): loads of float32 or
+// (mx_*_avx2.cpp) and the NVFP4 and MXFP4-SR ones (nvfp4_*_avx2.cpp): loads of float32 or
 // bfloat16 sources, FP8 (E4M3, E5M2) and E2M1 codes of float32 lanes and their packing into
 // bytes, the values of E2M1 and E4M3 codes, and the lane maxima of eight vectors at once. Each
 // carries its target and is always inlined, so only the AVX2 files that call it compile it.
