@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -271,37 +272,67 @@ MixedMatrix mixed_matrix(DType dt, int64_t n, uint32_t seed, bool with_nan = tru
   return m;
 }
 
-// column_amax equals a plain loop down each column (largest |x| with NaN passed over, and
-// whether a NaN was there), at every level, for widths that fill whole vectors and leave tails.
-// With and without NaNs (the AVX2 body takes the largest bits alone first and keeps them where no
-// column holds a NaN).
+// column_amax of m (rows x cols of dt) equals a plain loop down each column (largest |x| with
+// NaN passed over, and whether a NaN was there) at every level.
+void expect_column_amax_of_a_plain_loop(const MixedMatrix& m, DType dt, int64_t rows,
+                                        int64_t cols) {
+  for (SimdLevel level : simd_levels_here()) {
+    std::vector<Amax> got(static_cast<size_t>(cols));
+    column_amax(m.data(dt), dt, rows, cols, got.data(), level);
+    for (int64_t c = 0; c < cols; ++c) {
+      float want = 0.0f;
+      bool nan = false;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float x = m.at(dt, r * cols + c);
+        nan = nan || std::isnan(x);
+        if (!std::isnan(x)) want = std::max(want, std::fabs(x));
+      }
+      const auto& g = got[static_cast<size_t>(c)];
+      ASSERT_EQ(std::bit_cast<uint32_t>(g.amax), std::bit_cast<uint32_t>(want))
+          << dt.name() << " " << rows << "x" << cols << " column " << c << " at "
+          << simd_level_name(level);
+      ASSERT_EQ(g.nan, nan) << dt.name() << " column " << c << " at " << simd_level_name(level);
+    }
+  }
+}
+
+// For widths that fill whole vectors and leave tails, with and without NaNs (the AVX2 body takes
+// the largest bits alone first and keeps them where no column holds a NaN).
 TEST(Fp8AmaxKernel, ColumnAmaxEqualsAPlainLoopAtEveryLevel) {
   for (DType dt : {kFloat32, kBFloat16, kFloat16})
     for (int64_t rows : {1, 3, 37})
       for (int64_t cols : {1, 7, 8, 9, 17, 40})
-        for (bool with_nan : {true, false}) {
-          const MixedMatrix m =
-              mixed_matrix(dt, rows * cols, static_cast<uint32_t>(rows * cols), with_nan);
-          for (SimdLevel level : simd_levels_here()) {
-            std::vector<Amax> got(static_cast<size_t>(cols));
-            column_amax(m.data(dt), dt, rows, cols, got.data(), level);
-            for (int64_t c = 0; c < cols; ++c) {
-              float want = 0.0f;
-              bool nan = false;
-              for (int64_t r = 0; r < rows; ++r) {
-                const float x = m.at(dt, r * cols + c);
-                nan = nan || std::isnan(x);
-                if (!std::isnan(x)) want = std::max(want, std::fabs(x));
-              }
-              const auto& g = got[static_cast<size_t>(c)];
-              ASSERT_EQ(std::bit_cast<uint32_t>(g.amax), std::bit_cast<uint32_t>(want))
-                  << dt.name() << " " << rows << "x" << cols << " column " << c << " at "
-                  << simd_level_name(level);
-              ASSERT_EQ(g.nan, nan)
-                  << dt.name() << " column " << c << " at " << simd_level_name(level);
-            }
-          }
-        }
+        for (bool with_nan : {true, false})
+          expect_column_amax_of_a_plain_loop(
+              mixed_matrix(dt, rows * cols, static_cast<uint32_t>(rows * cols), with_nan), dt, rows,
+              cols);
+}
+
+// A matrix large enough that its rows are split into bands over threads (three here, whatever
+// the machine has; 301 rows do not divide evenly): the merged maxima are the plain loop's, with
+// a column's largest value in the first row, another's in the last, and NaNs in the last band
+// only.
+TEST(Fp8AmaxKernel, ColumnAmaxOverBandsOfRowsEqualsAPlainLoop) {
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(3);
+  const int64_t rows = 301, cols = 257;
+  for (DType dt : {kFloat32, kBFloat16, kFloat16}) {
+    for (bool with_nan : {true, false})
+      expect_column_amax_of_a_plain_loop(mixed_matrix(dt, rows * cols, 7, with_nan), dt, rows,
+                                         cols);
+    MixedMatrix m = mixed_matrix(dt, rows * cols, 8, false);
+    const auto put = [&](int64_t i, float x) {
+      m.f32[static_cast<size_t>(i)] = std::bit_cast<uint32_t>(x);
+      m.h16[static_cast<size_t>(i)] =
+          dt == kBFloat16 ? float_to_bf16_bits(x) : float_to_half_bits(x);
+    };
+    put(3, -60000.0f);
+    put((rows - 1) * cols + 4, 50000.0f);
+    put((rows - 1) * cols + 5, std::numeric_limits<float>::quiet_NaN());
+    put((rows - 2) * cols + cols - 1, std::numeric_limits<float>::quiet_NaN());
+    expect_column_amax_of_a_plain_loop(m, dt, rows, cols);
+  }
+  omp_set_num_threads(threads);
 }
 
 // scaled_cast_columns gives each element the code and statistics of a one-element scalar cast

@@ -6,6 +6,7 @@
 #include "mantissa/fp8/rowwise.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -353,6 +354,35 @@ TEST(Fp8Rowwise, Bf16PowerOfTwoCastIsTheScalarCastForEveryValue) {
   ASSERT_TRUE(kernels::fp8::bf16_column_amax_without_nan(nan_row.data(), 2, 20, col_amax.data()));
   EXPECT_EQ(col_amax[13], 2.0f);
   EXPECT_EQ(col_amax[12], 1.0f);
+}
+
+// bf16_column_amax_without_nan over a matrix large enough that its rows are split into bands over
+// threads (three here; 301 rows do not divide evenly): each column's amax is a plain loop's, with
+// maxima in the first and the last row, and a NaN in the last band alone is found.
+TEST(RowwiseCast, Bf16ColumnAmaxOverBandsOfRows) {
+  if (!kernels::fp8::rowwise_bf16_usable()) GTEST_SKIP() << "no AVX2";
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(3);
+  const int64_t rows = 301, cols = 257;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  std::vector<uint16_t> m(static_cast<size_t>(rows * cols));
+  for (auto& b : m) b = float_to_bf16_bits(nd(rng));
+  m[3] = float_to_bf16_bits(-65536.0f);
+  m[static_cast<size_t>((rows - 1) * cols + 4)] = float_to_bf16_bits(50000.0f);
+  m[static_cast<size_t>((rows - 1) * cols + cols - 1)] = float_to_bf16_bits(-70000.0f);
+  std::vector<float> got(static_cast<size_t>(cols));
+  ASSERT_TRUE(kernels::fp8::bf16_column_amax_without_nan(m.data(), rows, cols, got.data()));
+  for (int64_t c = 0; c < cols; ++c) {
+    float want = 0.0f;
+    for (int64_t r = 0; r < rows; ++r)
+      want = std::max(want, std::fabs(bf16_bits_to_float(m[static_cast<size_t>(r * cols + c)])));
+    ASSERT_EQ(got[static_cast<size_t>(c)], want) << "column " << c;
+  }
+  EXPECT_EQ(got[3], 65536.0f);
+  m[static_cast<size_t>((rows - 1) * cols + 5)] = 0x7FC0;
+  EXPECT_FALSE(kernels::fp8::bf16_column_amax_without_nan(m.data(), rows, cols, got.data()));
+  omp_set_num_threads(threads);
 }
 
 // The float32 rows' and columns' casts under power-of-2 scales (cast_f32_pow2,

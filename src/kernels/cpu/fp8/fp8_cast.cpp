@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/common/column_bands.h"
 #include "kernels/cpu/common/stream_codes.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
@@ -402,14 +403,19 @@ void column_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols, A
   check_formats("column_amax", src_dtype, kFloat8_e4m3fn, true);
   MANTISSA_CHECK(rows >= 0 && cols >= 0 && (cols == 0 || out) && (rows * cols == 0 || src),
                  "fp8 cast", "column_amax needs sizes >= 0 and non-null buffers");
-  std::vector<uint32_t> best(static_cast<size_t>(cols), 0u), raw(static_cast<size_t>(cols), 0u);
-  if (usable(SimdLevel::kAvx2, level))
-    detail::column_amax_bits_avx2(src, src_dtype, rows, cols, best.data(), raw.data());
-  else
-    detail::column_amax_bits_scalar(src, src_dtype, rows, cols, best.data(), raw.data());
+  // The two maxima side by side: best in [0, cols), raw in [cols, 2 cols).
+  std::vector<uint32_t> bits(static_cast<size_t>(2 * cols), 0u);
+  const auto body = usable(SimdLevel::kAvx2, level) ? detail::column_amax_bits_avx2
+                                                    : detail::column_amax_bits_scalar;
+  const auto* bytes = static_cast<const char*>(src);
+  const int64_t row_bytes = cols * static_cast<int64_t>(src_dtype.itemsize());
+  column_maxima_in_bands(rows, 2 * cols, rows * cols > kChunk, bits.data(),
+                         [&](int64_t r0, int64_t n, uint32_t* m) {
+                           body(bytes + r0 * row_bytes, src_dtype, n, cols, m, m + cols);
+                         });
   for (int64_t c = 0; c < cols; ++c)
-    out[c] =
-        detail::amax_of_bits(best[static_cast<size_t>(c)], raw[static_cast<size_t>(c)], src_dtype);
+    out[c] = detail::amax_of_bits(bits[static_cast<size_t>(c)], bits[static_cast<size_t>(cols + c)],
+                                  src_dtype);
 }
 
 void dequantize(const uint8_t* src, DType fp8, void* dst, DType dst_dtype, int64_t n,

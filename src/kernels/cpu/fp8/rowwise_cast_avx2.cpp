@@ -12,6 +12,7 @@
 #include <bit>
 #include <vector>
 
+#include "kernels/cpu/common/column_bands.h"
 #include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "kernels/cpu/fp8/rowwise_cast.h"
@@ -293,14 +294,13 @@ MANTISSA_AVX2 bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, floa
   return true;
 }
 
-MANTISSA_AVX2 bool bf16_column_amax_without_nan(const uint16_t* src, int64_t rows, int64_t cols,
-                                                float* amax) {
+namespace {
+// Raises m[c] (a column's largest magnitude bits) with `rows` rows of the matrix from src.
+MANTISSA_AVX2 void bf16_column_bits(const uint16_t* src, int64_t rows, int64_t cols, int16_t* m) {
   // Row by row through the matrix (in memory order), four rows a step, each column's running
   // maximum of the magnitude bits in a buffer that stays in L1.
   const __m256i abs = _mm256_set1_epi16(0x7FFF);
   const int64_t vec_cols = cols / 16 * 16;
-  std::vector<int16_t> best(static_cast<size_t>(cols), 0);
-  int16_t* m = best.data();
   int64_t r = 0;
   for (; r + 4 <= rows; r += 4) {
     const uint16_t* p = src + r * cols;
@@ -323,13 +323,22 @@ MANTISSA_AVX2 bool bf16_column_amax_without_nan(const uint16_t* src, int64_t row
     }
   }
   for (int64_t c = vec_cols; c < cols; ++c) {
-    int t = 0;
+    int t = m[c];
     for (int64_t k = 0; k < rows; ++k) t = std::max(t, src[k * cols + c] & 0x7FFF);
     m[c] = static_cast<int16_t>(t);
   }
+}
+}  // namespace
+
+bool bf16_column_amax_without_nan(const uint16_t* src, int64_t rows, int64_t cols, float* amax) {
+  std::vector<int16_t> best(static_cast<size_t>(cols), 0);
+  column_maxima_in_bands(rows, cols, rows * cols > kChunk, best.data(),
+                         [src, cols](int64_t r0, int64_t n, int16_t* m) {
+                           bf16_column_bits(src + r0 * cols, n, cols, m);
+                         });
   for (int64_t c = 0; c < cols; ++c) {
-    if (m[c] > 0x7F80) return false;
-    amax[c] = bf16_value(m[c]);
+    if (best[c] > 0x7F80) return false;
+    amax[c] = bf16_value(best[c]);
   }
   return true;
 }
