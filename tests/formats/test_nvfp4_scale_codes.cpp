@@ -7,6 +7,7 @@
 // statistics are the scalar body's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstdio>
@@ -120,6 +121,106 @@ TEST(Nvfp4ScaleCodes, EveryStepBetweenCodesGivesTheScalarBytes) {
         EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref_st.peak));
         std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
         nvfp4_quantize(src, dtype, rows, cols, e, c2.data(), s2.data(), level);
+        EXPECT_EQ(s2, ref_s);
+        EXPECT_EQ(c2, ref_c);
+        ++compared;
+      }
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "no AVX2 on this CPU";
+}
+
+// The casts of a bfloat16 source rounded to nearest take 16 blocks' scale codes in 16-bit lanes
+// from their amax's bfloat16 bits. Rows: every bfloat16 amax from 0 to infinity is a block's own
+// (one element at it, the rest below), NaN blocks among them, a short last block; 16x16 tiles:
+// the tiles' amax at each bfloat16 value within two of a least amax whose code is k or more,
+// and at 0, subnormals, infinity, NaN, a negative and values that are not bfloat16 values
+// (those groups go 8 blocks at a time). Every level's codes, scales and statistics are the
+// scalar body's.
+TEST(Nvfp4ScaleCodes, EveryBfloat16AmaxGivesTheScalarBytes) {
+  const float tensor_scales[] = {1.0f, 0.37f, 3.1e-3f, 7.3e5f, 1e-37f, 2e-39f, 1e36f, 3e38f};
+  int compared = 0;
+  for (const float ts : tensor_scales) {
+    // Rows: block i's amax is bfloat16 bits i (0 .. 0x7F80), then blocks holding a NaN.
+    std::vector<uint16_t> rows_x;
+    uint32_t h = 777;
+    auto below = [&](uint16_t a) {  // a bfloat16 value of magnitude at most a's, either sign
+      h = h * 1664525u + 1013904223u;
+      const uint16_t m = static_cast<uint16_t>(a == 0 ? 0 : (h >> 8) % (a + 1u));
+      return static_cast<uint16_t>(m | (h & 0x8000u));
+    };
+    for (uint32_t a = 0; a <= 0x7F80u; ++a) {
+      const int at = static_cast<int>(a % 16);
+      for (int e = 0; e < 16; ++e)
+        rows_x.push_back(e == at ? static_cast<uint16_t>(a | ((a & 1) << 15))
+                                 : below(static_cast<uint16_t>(a)));
+      if (a % 997 == 0)  // a NaN block, then one of infinity
+        for (const uint16_t v : {uint16_t{0x7FC1}, uint16_t{0xFF80}})
+          for (int e = 0; e < 16; ++e) rows_x.push_back(e == at ? v : below(0x4000));
+    }
+    for (int e = 0; e < 5; ++e) rows_x.push_back(below(0x4100));  // a short last block
+    // 16x16 tiles: one tile row, each tile's amax given.
+    std::vector<float> tile_amax = {0.0f,
+                                    float_of(0x00010000),
+                                    float_of(0x7F7F0000),
+                                    std::numeric_limits<float>::infinity(),
+                                    std::numeric_limits<float>::quiet_NaN(),
+                                    -1.0f,
+                                    float_of(0x3F800001),
+                                    float_of(0x40000000)};
+    for (int k = 9; k <= 126; ++k) {
+      const int64_t a16 = (static_cast<int64_t>(least_amax(k, ts)) + 0xFFFF) >> 16;
+      for (int64_t d = -2; d <= 2; ++d)
+        if (a16 + d >= 0 && a16 + d <= 0x7F80)
+          tile_amax.push_back(float_of(static_cast<uint32_t>(a16 + d) << 16));
+    }
+    const int64_t tiles = static_cast<int64_t>(tile_amax.size()), tile_cols = 16 * tiles;
+    std::vector<uint16_t> tiles_x(static_cast<size_t>(16 * tile_cols));
+    for (int64_t r = 0; r < 16; ++r)
+      for (int64_t c = 0; c < tile_cols; ++c) {
+        const float m = tile_amax[static_cast<size_t>(c / 16)];
+        const uint16_t a =
+            m == m && m > 0.0f
+                ? static_cast<uint16_t>(std::min(std::bit_cast<uint32_t>(m) >> 16, 0x7F7Fu))
+                : uint16_t{0x3F00};
+        tiles_x[static_cast<size_t>(r * tile_cols + c)] = below(a);
+      }
+    struct Case {
+      const char* name;
+      const std::vector<uint16_t>* x;
+      int64_t rows, cols;
+      bool tiles;
+    };
+    const Case cases[] = {
+        {"rows", &rows_x, 1, static_cast<int64_t>(rows_x.size()), false},
+        {"16x16", &tiles_x, 16, tile_cols, true},
+    };
+    for (const Case& cs : cases) {
+      Nvfp4Encoding e;
+      e.tensor_scale = ts;
+      e.tiles_16x16 = cs.tiles;
+      e.tile_amax = cs.tiles ? tile_amax.data() : nullptr;
+      const int64_t nc = cs.rows * ((cs.cols + 1) / 2), ns = cs.rows * ((cs.cols + 15) / 16);
+      std::vector<uint8_t> ref_c(nc), ref_s(ns);
+      MxCastStats ref_st;
+      nvfp4_quantize(cs.x->data(), kBFloat16, cs.rows, cs.cols, e, ref_c.data(), ref_s.data(),
+                     SimdLevel::kScalar, &ref_st);
+      for (SimdLevel level : simd_levels_here()) {
+        if (level == SimdLevel::kScalar) continue;
+        SCOPED_TRACE(std::string(cs.name) + " at " + simd_level_name(level) + ", tensor scale " +
+                     scale_name(ts));
+        std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
+        MxCastStats st;
+        nvfp4_quantize(cs.x->data(), kBFloat16, cs.rows, cs.cols, e, c.data(), s.data(), level,
+                       &st);
+        EXPECT_EQ(s, ref_s);
+        EXPECT_EQ(c, ref_c);
+        EXPECT_EQ(st.saturated, ref_st.saturated);
+        EXPECT_EQ(st.flushed, ref_st.flushed);
+        EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref_st.amax));
+        EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref_st.peak));
+        std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
+        nvfp4_quantize(cs.x->data(), kBFloat16, cs.rows, cs.cols, e, c2.data(), s2.data(), level);
         EXPECT_EQ(s2, ref_s);
         EXPECT_EQ(c2, ref_c);
         ++compared;

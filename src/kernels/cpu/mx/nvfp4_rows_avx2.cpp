@@ -2,10 +2,10 @@
 // at a time: one NVFP4 block is two vectors. The per-tensor amax pass; the cast of a row's 1x16
 // blocks (8 blocks' amax, E4M3 scales and factors as one vector, then each block's codes, rounded
 // to nearest or stochastically, with the statistics counted from the vectors when asked; a
-// bfloat16 source rounded to nearest by 16-bit compares against per-scale thresholds, its scale
-// codes by compares of the amax's bits against per-tensor-scale thresholds), which
-// casts the 16x16 tiles' rows too from the tiles' amax (nvfp4_tiles.cpp); the decode. Blocks
-// whose factor is NaN or infinite, and a row's short last block, run the scalar body
+// bfloat16 source rounded to nearest by 16-bit compares against per-scale thresholds, 16 blocks'
+// scale codes at once by 16-bit compares of the amax's bits against per-tensor-scale thresholds),
+// which casts the 16x16 tiles' rows too from the tiles' amax (nvfp4_tiles.cpp); the decode.
+// Blocks whose factor is NaN or infinite, and a row's short last block, run the scalar body
 // (mx_cast.cpp).
 #include <immintrin.h>
 
@@ -53,6 +53,15 @@ inline bool scale_codes8_serve(const Nvfp4ScaleCodeThresholds& t, __m256i bits) 
   const __m256i unusual =
       _mm256_or_si256(bits, _mm256_cmpgt_epi32(bits, _mm256_set1_epi32(0x7F800000)));
   return t.ok && _mm256_testz_si256(unusual, _mm256_set1_epi32(INT32_MIN));
+}
+
+// The factors of 8 scale codes (8..126) by t's table (t.factors_ok): nvfp4_block_scale's
+// (1 / tensor scale) / value(code) without the division.
+inline __m256 scale_factors8(const Nvfp4ScaleCodeThresholds& t, __m256i code) {
+  const __m256i top = _mm256_permutevar8x32_epi32(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.factor_top)), code);
+  return _mm256_castsi256_ps(
+      _mm256_sub_epi32(top, _mm256_slli_epi32(_mm256_srli_epi32(code, 3), 23)));
 }
 
 // Round to nearest of a bfloat16 source by compares of the magnitude bits. The factor of an
@@ -131,38 +140,45 @@ inline Bf16Thresholds& bf16_thresholds(float tensor_scale) {
   return *table;
 }
 
-// One block's 16 codes in 16-bit lanes in element order, from its row: the thresholds its
-// magnitudes reach (each compare is -1 where reached), and x's sign bit. With kStats it counts
-// the saturated elements and the flushed ones (nonzero magnitudes under T1) in 16-bit lanes
-// (negative: the sums of -1 masks).
+// One block's 16 magnitude codes, negated, in 16-bit lanes in element order, from its row: the
+// thresholds its magnitudes reach (each compare is -1 where reached); v holds the block's
+// elements. With kStats it counts the saturated elements and the flushed ones (nonzero
+// magnitudes under T1) in 16-bit lanes (negative: the sums of -1 masks).
 template <bool kStats>
-inline __m256i bf16_threshold_codes(const uint16_t* p, const int16_t (*row)[16], __m256i& saturated,
+inline __m256i bf16_threshold_codes(__m256i v, const int16_t (*row)[16], __m256i& saturated,
                                     __m256i& flushed) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   const __m256i m = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
   __m256i r[8];
 #pragma GCC unroll 8
   for (int i = 0; i < (kStats ? 8 : 7); ++i)
     r[i] = _mm256_cmpgt_epi16(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(row[i])));
-  const __m256i sum =
-      _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(r[0], r[1]), _mm256_add_epi16(r[2], r[3])),
-                       _mm256_add_epi16(_mm256_add_epi16(r[4], r[5]), r[6]));
   if constexpr (kStats) {
     saturated = _mm256_add_epi16(saturated, r[7]);
     flushed = _mm256_add_epi16(
         flushed, _mm256_sub_epi16(_mm256_cmpgt_epi16(m, _mm256_setzero_si256()), r[0]));
   }
-  return _mm256_sub_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 12), _mm256_set1_epi16(8)), sum);
+  return _mm256_add_epi16(
+      _mm256_add_epi16(_mm256_add_epi16(r[0], r[1]), _mm256_add_epi16(r[2], r[3])),
+      _mm256_add_epi16(_mm256_add_epi16(r[4], r[5]), r[6]));
 }
 
-// Four blocks' codes in 16-bit lanes in element order as 32 bytes, the even element in the low
-// nibble.
-inline void store_e2m1_blocks4_16(uint8_t* dst, __m256i a, __m256i b, __m256i c, __m256i d) {
+// The codes of two blocks as 32 bytes in the order of _mm256_packs_epi16(a, b): their negated
+// magnitude codes (bf16_threshold_codes) and their elements va, vb, whose sign bits set bit 3
+// (the packs keep each element's sign in its byte's top bit).
+inline __m256i bf16_code_bytes(__m256i a, __m256i va, __m256i b, __m256i vb) {
+  const __m256i sign =
+      _mm256_blendv_epi8(_mm256_setzero_si256(), _mm256_set1_epi8(8), _mm256_packs_epi16(va, vb));
+  return _mm256_sub_epi8(sign, _mm256_packs_epi16(a, b));
+}
+
+// Four blocks' codes as bytes (bf16_code_bytes of a and b, of c and d) stored as 32 bytes, the
+// even element in the low nibble.
+inline void store_e2m1_blocks4_bytes(uint8_t* dst, __m256i ab, __m256i cd) {
   // Per 128-bit half h: 16-bit units even + 16 * odd of a's pairs 4h..4h+3, then b's (c's, d's).
-  const __m256i ab = _mm256_maddubs_epi16(_mm256_packus_epi16(a, b), _mm256_set1_epi16(0x1001));
-  const __m256i cd = _mm256_maddubs_epi16(_mm256_packus_epi16(c, d), _mm256_set1_epi16(0x1001));
+  const __m256i pab = _mm256_maddubs_epi16(ab, _mm256_set1_epi16(0x1001));
+  const __m256i pcd = _mm256_maddubs_epi16(cd, _mm256_set1_epi16(0x1001));
   // Dwords: a's pairs 0-3, b's, c's, d's, then a's pairs 4-7, b's, c's, d's.
-  const __m256i p = _mm256_packus_epi16(ab, cd);
+  const __m256i p = _mm256_packus_epi16(pab, pcd);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
                       _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
@@ -247,7 +263,9 @@ template <DType::Id kSrc>
   const __m256i bits = _mm256_castps_si256(amax);
   if (scale_codes8_serve(sc, bits)) {
     scale_codes = scale_codes8(sc, bits);
-    g.factor = _mm256_div_ps(_mm256_set1_ps(1.0f / tensor_scale), e4m3_values(scale_codes));
+    g.factor = sc.factors_ok
+                   ? scale_factors8(sc, scale_codes)
+                   : _mm256_div_ps(_mm256_set1_ps(1.0f / tensor_scale), e4m3_values(scale_codes));
   } else {
     g.factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
   }
@@ -374,14 +392,17 @@ __attribute__((always_inline)) inline void prepare_group8_bf16(
 template <bool kStats>
 __attribute__((always_inline)) inline void encode_group8_bf16(const uint16_t* p, const Bf16Group& g,
                                                               const Bf16Thresholds& t,
+                                                              const Nvfp4ScaleCodeThresholds& sc,
                                                               uint8_t* codes, Nvfp4LaneStats8* st) {
   const char* rows = reinterpret_cast<const char*>(t.row);
-  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, c[4];
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, v[2], c[2], bytes[2];
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) {
-    c[k % 4] = bf16_threshold_codes<kStats>(
-        p + 16 * k, reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[k]), saturated, flushed);
-    if (k % 4 == 3) store_e2m1_blocks4_16(codes + 8 * (k - 3), c[0], c[1], c[2], c[3]);
+    v[k % 2] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k));
+    c[k % 2] = bf16_threshold_codes<kStats>(
+        v[k % 2], reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[k]), saturated, flushed);
+    if (k % 2 == 1) bytes[(k / 2) % 2] = bf16_code_bytes(c[0], v[0], c[1], v[1]);
+    if (k % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (k - 3), bytes[0], bytes[1]);
   }
   if constexpr (kStats) {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -390,8 +411,184 @@ __attribute__((always_inline)) inline void encode_group8_bf16(const uint16_t* p,
     const __m256 own_f = _mm256_castsi256_ps(g.own);
     st->best = _mm256_max_ps(own_f, st->best);
     // The blocks' factors, as nvfp4_block_scale makes them.
-    const __m256 factor = _mm256_div_ps(_mm256_set1_ps(t.inverse_scale), e4m3_values(g.code));
+    const __m256 factor = sc.factors_ok
+                              ? scale_factors8(sc, g.code)
+                              : _mm256_div_ps(_mm256_set1_ps(t.inverse_scale), e4m3_values(g.code));
     st->peak = _mm256_max_ps(_mm256_mul_ps(own_f, factor), st->peak);
+  }
+}
+
+// --- 16 bfloat16 blocks at a time --------------------------------------------------------------
+//
+// A group of 16 blocks takes its amax and scale codes in 16-bit lanes, one block a lane: the
+// amax as bfloat16 bits (the largest magnitude's, or the high half of the block's float32 amax
+// given by the caller, which is a bfloat16 value there), its code by the thresholds' 16-bit form
+// (Nvfp4ScaleCodeThresholds::base16, step16). Groups holding a NaN amax, a negative given amax,
+// or a code with no row, go 8 blocks at a time as before.
+
+// The constants of the 16-block groups, made once a segment and read from memory (GCC would
+// otherwise rebuild each broadcast in registers every group).
+struct Bf16Consts16 {
+  __m256i magnitude;  // 0x7FFF
+  __m256i base;       // B9
+  __m256i step[7];    // B(10 + j) - B9 - 1
+  __m256i low7;       // 127
+  __m256i nine, eight, c126;
+  __m256i nan_bits;      // 0x7F80: amax bits above it are NaN
+  __m256i below, above;  // the rows made are codes below + 1 .. above - 1
+  __m256i unusual;       // 32-bit lanes: float32 amax bits above infinity's, or negative
+  __m256i factor_top;    // Nvfp4ScaleCodeThresholds::factor_top
+  __m256 inverse_scale;
+
+  Bf16Consts16(const Nvfp4ScaleCodeThresholds& sc, const Bf16Thresholds& t)
+      : magnitude(_mm256_set1_epi16(0x7FFF)),
+        base(_mm256_set1_epi16(sc.base16)),
+        low7(_mm256_set1_epi16(127)),
+        nine(_mm256_set1_epi16(9)),
+        eight(_mm256_set1_epi16(8)),
+        c126(_mm256_set1_epi16(126)),
+        nan_bits(_mm256_set1_epi16(0x7F80)),
+        unusual(_mm256_set1_epi32(0x7F800000)),
+        factor_top(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc.factor_top))),
+        inverse_scale(_mm256_set1_ps(t.inverse_scale)) {
+    for (int j = 0; j < 7; ++j) step[j] = _mm256_set1_epi16(sc.step16[j]);
+    rows(t);
+  }
+  void rows(const Bf16Thresholds& t) {
+    below = _mm256_set1_epi16(static_cast<int16_t>(t.lo - 1));
+    above = _mm256_set1_epi16(static_cast<int16_t>(t.hi + 1));
+  }
+};
+
+// 16 blocks made ready for encode_group16_bf16: their own amax bits and scale codes in 16-bit
+// lanes, and their rows' byte offsets in Bf16Thresholds::row. ok is false where the group goes
+// 8 blocks at a time (nothing is written then).
+struct Bf16Group16 {
+  __m256i own;
+  __m256i code;
+  alignas(32) uint16_t offset[16];
+  bool ok;
+};
+
+// Lane k: the largest of m[k]'s 16 lanes (non-negative int16), for 16 vectors. Each step halves
+// the lanes a block holds in each 128-bit half and doubles the blocks; the last takes the two
+// halves' maxima.
+[[gnu::always_inline]] inline __m256i transposed_max16_16(const __m256i* m) {
+  __m256i t[8], u[4], w[2];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k)
+    t[k] = _mm256_max_epi16(_mm256_unpacklo_epi16(m[2 * k], m[2 * k + 1]),
+                            _mm256_unpackhi_epi16(m[2 * k], m[2 * k + 1]));
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
+    u[k] = _mm256_max_epi16(_mm256_unpacklo_epi32(t[2 * k], t[2 * k + 1]),
+                            _mm256_unpackhi_epi32(t[2 * k], t[2 * k + 1]));
+#pragma GCC unroll 2
+  for (int k = 0; k < 2; ++k)
+    w[k] = _mm256_max_epi16(_mm256_unpacklo_epi64(u[2 * k], u[2 * k + 1]),
+                            _mm256_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
+  return _mm256_max_epi16(_mm256_permute2x128_si256(w[0], w[1], 0x20),
+                          _mm256_permute2x128_si256(w[0], w[1], 0x31));
+}
+
+// The scale codes of 16 amax given as bfloat16 bits in 16-bit lanes (numbers >= 0), by the
+// thresholds' 16-bit form: 9 + 8 octaves + the steps the low 7 bits reach, clamped to 8..126.
+[[gnu::always_inline]] inline __m256i scale_codes16(const Bf16Consts16& k, __m256i bits) {
+  const __m256i d = _mm256_sub_epi16(bits, k.base);
+  __m256i c = _mm256_add_epi16(_mm256_slli_epi16(_mm256_srai_epi16(d, 7), 3), k.nine);
+  const __m256i low = _mm256_and_si256(d, k.low7);
+#pragma GCC unroll 7
+  for (int j = 0; j < 7; ++j) c = _mm256_sub_epi16(c, _mm256_cmpgt_epi16(low, k.step[j]));
+  return _mm256_min_epi16(_mm256_max_epi16(c, k.eight), k.c126);
+}
+
+// 16 blocks from p: their amax (block_amax_in's, or their own), scale codes, scales (written)
+// and rows (made where missing). Returns false, writing nothing, where the group goes 8 blocks at
+// a time.
+[[gnu::always_inline]] inline void prepare_group16_bf16(const uint16_t* p,
+                                                        const float* block_amax_in,
+                                                        float tensor_scale, Bf16Consts16& k,
+                                                        Bf16Thresholds& t, uint8_t* scales,
+                                                        Bf16Group16& g) {
+  __m256i m[16];
+#pragma GCC unroll 16
+  for (int b = 0; b < 16; ++b)
+    m[b] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
+                            k.magnitude);
+  g.own = transposed_max16_16(m);
+  __m256i amax = g.own, unusual;
+  if (block_amax_in) {
+    // The given amax of a bfloat16 source are bfloat16 values: their high 16 bits, in order.
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block_amax_in));
+    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block_amax_in + 8));
+    amax = _mm256_permute4x64_epi64(
+        _mm256_packus_epi32(_mm256_srli_epi32(a0, 16), _mm256_srli_epi32(a1, 16)), 0xD8);
+    // NaN or negative amax, or any that is not a bfloat16 value, go 8 at a time.
+    const __m256i low16 = _mm256_set1_epi32(0xFFFF);
+    unusual = _mm256_or_si256(
+        _mm256_or_si256(_mm256_cmpgt_epi32(a0, k.unusual), _mm256_cmpgt_epi32(a1, k.unusual)),
+        _mm256_and_si256(_mm256_or_si256(a0, a1), low16));
+    unusual = _mm256_or_si256(unusual, _mm256_srai_epi32(_mm256_or_si256(a0, a1), 31));
+  } else {
+    unusual = _mm256_cmpgt_epi16(amax, k.nan_bits);
+  }
+  g.code = scale_codes16(k, amax);
+  g.ok = false;
+  if (!_mm256_testz_si256(unusual, unusual)) return;
+  const __m256i inside =
+      _mm256_and_si256(_mm256_cmpgt_epi16(g.code, k.below), _mm256_cmpgt_epi16(k.above, g.code));
+  if (_mm256_movemask_epi8(inside) != -1) {
+    alignas(32) int16_t c[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c), g.code);
+    if (!t.cover(*std::min_element(c, c + 16), *std::max_element(c, c + 16), tensor_scale)) return;
+    k.rows(t);
+  }
+  _mm_storeu_si128(
+      reinterpret_cast<__m128i*>(scales),
+      _mm_packus_epi16(_mm256_castsi256_si128(g.code), _mm256_extracti128_si256(g.code, 1)));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(g.offset), _mm256_slli_epi16(g.code, 8));
+  g.ok = true;
+}
+
+// The 16 blocks of a prepared group (g.ok): each block's codes by compares against its row of t,
+// and with kStats their counts and records.
+template <bool kStats>
+[[gnu::always_inline]] inline void encode_group16_bf16(const uint16_t* p, const Bf16Group16& g,
+                                                       const Bf16Thresholds& t,
+                                                       const Nvfp4ScaleCodeThresholds& sc,
+                                                       const Bf16Consts16& k, uint8_t* codes,
+                                                       Nvfp4LaneStats8* st) {
+  const char* rows = reinterpret_cast<const char*>(t.row);
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, v[2], c[2], bytes[2];
+#pragma GCC unroll 16
+  for (int b = 0; b < 16; ++b) {
+    v[b % 2] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b));
+    c[b % 2] = bf16_threshold_codes<kStats>(
+        v[b % 2], reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[b]), saturated, flushed);
+    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes(c[0], v[0], c[1], v[1]);
+    if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
+  }
+  if constexpr (kStats) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    st->saturated = _mm256_sub_epi32(st->saturated, _mm256_madd_epi16(saturated, ones));
+    st->flushed = _mm256_sub_epi32(st->flushed, _mm256_madd_epi16(flushed, ones));
+    // The blocks' own amax as float32 and their codes in 32-bit lanes, in the same order.
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256 own[2] = {_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, g.own)),
+                           _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, g.own))};
+    const __m256i code[2] = {_mm256_unpacklo_epi16(g.code, zero),
+                             _mm256_unpackhi_epi16(g.code, zero)};
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      st->best = _mm256_max_ps(own[h], st->best);
+      // The blocks' factors, as nvfp4_block_scale makes them.
+      const __m256 factor = sc.factors_ok
+                                ? _mm256_castsi256_ps(_mm256_sub_epi32(
+                                      _mm256_permutevar8x32_epi32(k.factor_top, code[h]),
+                                      _mm256_slli_epi32(_mm256_srli_epi32(code[h], 3), 23)))
+                                : _mm256_div_ps(k.inverse_scale, e4m3_values(code[h]));
+      st->peak = _mm256_max_ps(_mm256_mul_ps(own[h], factor), st->peak);
+    }
   }
 }
 
@@ -401,7 +598,8 @@ __attribute__((always_inline)) inline void encode_group8_bf16(const uint16_t* p,
 // holds: a block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude bits
 // are 0 from x != 0 (not NaN). Blocks whose factor is NaN or infinite, and a row's short last
 // block, run the scalar body and are counted by nvfp4_run_stats. A bfloat16 source rounded to
-// nearest takes encode_group8_bf16 where its rows allow.
+// nearest takes encode_group16_bf16 where the thresholds and its rows allow, else
+// encode_group8_bf16.
 template <bool kSr, bool kStats, DType::Id kSrc>
 MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                            const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
@@ -450,21 +648,62 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                          block_amax_in ? block_amax_in + b : nullptr, tensor_scale, sc, scales + b,
                          g);
   };
+  // 8 blocks from block b8, not prepared ahead.
+  auto eight = [&](int64_t b8) {
+    const float* amax_in = block_amax_in ? block_amax_in + b8 : nullptr;
+    uint8_t *c = codes + b8 * kNvfp4Block / 2, *s = scales + b8;
+    if constexpr (kThresholds) {
+      Bf16Group g8;
+      prepare_group8_bf16(p + b8 * kNvfp4Block, amax_in, tensor_scale, sc, *thresholds, s, g8);
+      if (g8.ok)
+        return encode_group8_bf16<kStats>(p + b8 * kNvfp4Block, g8, *thresholds, sc, c, &st);
+    }
+    for (unsigned nan = group(at(src, dtype, b8 * kNvfp4Block), amax_in, b8, c, s); nan;
+         nan &= nan - 1)
+      scalar_block(b8 + std::countr_zero(nan), kNvfp4Block);
+  };
   int64_t b = 0;
-  const int64_t groups = blocks / 8;
+  if constexpr (kThresholds) {
+    // Whole groups of 16 blocks where the thresholds serve, each prepared a group ahead; a group
+    // that goes 8 blocks at a time runs the loop below on its two halves.
+    if (sc.ok && blocks >= 16) {
+      Bf16Consts16 k(sc, *thresholds);
+      Bf16Group16 ahead16[2];
+      const int64_t groups16 = blocks / 16;
+      auto prepare16 = [&](int64_t g, Bf16Group16 & a) __attribute__((always_inline)) {
+        prepare_group16_bf16(p + 16 * g * kNvfp4Block,
+                             block_amax_in ? block_amax_in + 16 * g : nullptr, tensor_scale, k,
+                             *thresholds, scales + 16 * g, a);
+      };
+      prepare16(0, ahead16[0]);
+      for (int64_t g = 0; g < groups16; ++g) {
+        if (g + 1 < groups16) prepare16(g + 1, ahead16[(g + 1) & 1]);
+        const Bf16Group16& a = ahead16[g & 1];
+        if (a.ok) {
+          encode_group16_bf16<kStats>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
+                                      codes + 8 * g * kNvfp4Block, &st);
+        } else {
+          for (int h = 0; h < 2; ++h) eight(16 * g + 8 * h);
+          k.rows(*thresholds);
+        }
+      }
+      b = groups16 * 16;
+    }
+  }
+  const int64_t groups = (blocks - b) / 8, first = b;
   Bf16Group ahead[2];
   FloatGroup float_ahead[2];
-  if (kThresholds && groups > 0) prepare(0, ahead[0]);
-  if (kFloatAhead && groups > 0) prepare_float(0, float_ahead[0]);
+  if (kThresholds && groups > 0) prepare(b, ahead[0]);
+  if (kFloatAhead && groups > 0) prepare_float(b, float_ahead[0]);
   for (; b + 8 <= blocks; b += 8) {
     const void* x = at(src, dtype, b * kNvfp4Block);
     const float* amax_in = block_amax_in ? block_amax_in + b : nullptr;
     uint8_t *c = codes + b * kNvfp4Block / 2, *s = scales + b;
-    const int64_t q = b / 8;
+    const int64_t q = (b - first) / 8;
     if constexpr (kThresholds) {
       if (q + 1 < groups) prepare(b + 8, ahead[(q + 1) & 1]);
       if (ahead[q & 1].ok) {
-        encode_group8_bf16<kStats>(p + b * kNvfp4Block, ahead[q & 1], *thresholds, c, &st);
+        encode_group8_bf16<kStats>(p + b * kNvfp4Block, ahead[q & 1], *thresholds, sc, c, &st);
         continue;
       }
     }
@@ -491,7 +730,7 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
       const auto* xp = reinterpret_cast<const uint16_t*>(x);
       prepare_group8_bf16(xp, in, tensor_scale, sc, *thresholds, s, ahead[0]);
       if (ahead[0].ok)
-        encode_group8_bf16<kStats>(xp, ahead[0], *thresholds, c, &st);
+        encode_group8_bf16<kStats>(xp, ahead[0], *thresholds, sc, c, &st);
       else
         nan = group(x, in, b, c, s);
     } else {

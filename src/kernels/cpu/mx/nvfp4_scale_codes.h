@@ -26,9 +26,18 @@ namespace mantissa::kernels::mx::detail {
 struct Nvfp4ScaleCodeThresholds {
   int32_t base = 0;      // A9's bits
   int32_t step[7] = {};  // A(10 + j) - A9 - 1: a signed compare's right side
+  // The same for amax that are bfloat16 values (bits whose low 16 are 0), in their high 16 bits:
+  // Bk = ceil(Ak / 2^16), which doubling also moves by one octave (B(k + 8) = Bk + 128).
+  int16_t base16 = 0;      // B9
+  int16_t step16[7] = {};  // B(10 + j) - B9 - 1
+  // The factors of codes 8..126 by their bits: factor_top[c & 7] - ((c >> 3) << 23), exact where
+  // factors_ok. value(c + 8) = 2 value(c), so (1 / tensor scale) / value(c) halves with each
+  // octave while it stays a normal float; every code is checked against the scalar division.
+  int32_t factor_top[8] = {};
   uint32_t tensor_scale_bits = 0;
   bool made = false;
   bool ok = false;
+  bool factors_ok = false;
 
   // The least amax bits in [0, 0x7F800000] whose code is k or more, walking from bits `guess`;
   // -1 when it lies more than 64 steps away.
@@ -50,10 +59,30 @@ struct Nvfp4ScaleCodeThresholds {
     return -1;
   }
 
+  // The factor of code c (8..126) as nvfp4_block_scale divides it.
+  static float factor_of(int c, float tensor_scale) {
+    return (1.0f / tensor_scale) / scalar::e4m3_value(static_cast<uint8_t>(c));
+  }
+
+  void make_factors(float tensor_scale) {
+    factors_ok = false;
+    for (int r = 0; r < 8; ++r) {
+      const float f = factor_of(8 + r, tensor_scale);
+      if (!(f > 0x1p-125f && f < 0x1p126f)) return;
+      factor_top[r] = static_cast<int32_t>(scalar::bits_of(f)) + (1 << 23);
+    }
+    for (int c = 8; c <= 126; ++c)
+      if (factor_top[c & 7] - ((c >> 3) << 23) !=
+          static_cast<int32_t>(scalar::bits_of(factor_of(c, tensor_scale))))
+        return;
+    factors_ok = true;
+  }
+
   void make(float tensor_scale) {
     tensor_scale_bits = scalar::bits_of(tensor_scale);
     made = true;
     ok = false;
+    make_factors(tensor_scale);
     if (!(tensor_scale >= 0x1p-126f && tensor_scale < std::numeric_limits<float>::infinity()))
       return;
     int64_t a[10];  // A9 .. A17, then A126
@@ -73,6 +102,9 @@ struct Nvfp4ScaleCodeThresholds {
     if (least(126, tensor_scale, static_cast<uint32_t>(top)) != top) return;
     base = static_cast<int32_t>(a[0]);
     for (int j = 0; j < 7; ++j) step[j] = static_cast<int32_t>(a[j + 1] - a[0] - 1);
+    const auto high = [](int64_t bits) { return static_cast<int16_t>((bits + 0xFFFF) >> 16); };
+    base16 = high(a[0]);
+    for (int j = 0; j < 7; ++j) step16[j] = static_cast<int16_t>(high(a[j + 1]) - base16 - 1);
     ok = true;
   }
 };
