@@ -5,8 +5,8 @@
 // by block (mx_encode_as), bfloat16 blocks in 16-bit lanes under power-of-2 multipliers
 // (mx_encode_bf16), with their statistics, and the per-block constants of a cast on the source's
 // bits (RowConstants). A file includes it last, after <immintrin.h>, <algorithm>, <cmath>,
-// fp8_codes_avx2.h, mx_cast.h and mx_lanes_avx2.h and after `#pragma GCC target("avx2,fma,f16c")`,
-// so that its functions are built for AVX2 and no library code is.
+// fp8_codes_avx2.h, mx_cast.h and mx_lanes_avx2.h and after `#pragma GCC target("avx2,fma,f16c")`
+// (or a target holding it: the AVX-512 FP8 rows), so that no library code is built for the ISA.
 
 namespace mantissa::kernels::mx::detail {
 namespace {

@@ -1,8 +1,7 @@
 // AVX-512 (F, BW, VL) level of the MX casts: its decode, 16 lanes at a time (one MX block is
-// two vectors). Its encodes, with or without statistics, run the AVX2 row bodies by element type
-// (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp), which cast each block on the source's bits (a
-// bfloat16 source in 16-bit lanes, 16 elements a vector); this level's own float32-lane encode
-// was slower. The transposed cast's FP8 columns are
+// two vectors). Its row casts to FP8 are mx_rows_fp8_avx512.cpp's, to E2M1 the AVX2 body's
+// (mx_rows_e2m1_avx2.cpp), which casts each block on the source's bits (a bfloat16 source in
+// 16-bit lanes, 16 elements a vector). The transposed cast's FP8 columns are
 // mx_columns_avx512.cpp's (its E2M1 columns the AVX2 body's). The level's NVFP4 and MXFP4-SR
 // bodies are nvfp4_cast_avx512.cpp's.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
@@ -12,6 +11,7 @@
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx512.h"
+#include "kernels/cpu/mx/mx_rows_levels.h"
 #include "kernels/cpu/mx/nvfp4_cast_levels.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
@@ -25,20 +25,27 @@ using namespace scalar;
 using namespace avx512_lanes;
 using avx512_lanes::e4m3_values;  // beside the overload on code bytes below
 
-// The encodes are the AVX2 level's (mx_cast_avx2.cpp).
+// The row casts: FP8 by this level's body (mx_rows_fp8_avx512.cpp), E2M1 by the AVX2 level's.
+MxStatsRun encode_rows(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
+                       uint8_t* codes, uint8_t* scales, bool stats, bool stream) {
+  if (e == Element::kE2m1)
+    return avx2::mx_rows_e2m1(src, dtype, n, r, codes, scales, stats, stream);
+  return avx512::mx_rows_fp8(src, dtype, n, e, r, codes, scales, stats, stream);
+}
+
 void mx_encode(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r, uint8_t* codes,
                uint8_t* scales) {
-  kAvx2Kernels.encode(src, dtype, n, e, r, codes, scales);
+  encode_rows(src, dtype, n, e, r, codes, scales, false, false);
 }
 
 MxStatsRun mx_encode_stats(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
                            uint8_t* codes, uint8_t* scales) {
-  return kAvx2Kernels.encode_stats(src, dtype, n, e, r, codes, scales);
+  return encode_rows(src, dtype, n, e, r, codes, scales, true, false);
 }
 
 MxStatsRun mx_encode_streamed(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
                               uint8_t* codes, uint8_t* scales, bool stats) {
-  return kAvx2Kernels.encode_streamed(src, dtype, n, e, r, codes, scales, stats);
+  return encode_rows(src, dtype, n, e, r, codes, scales, stats, true);
 }
 
 // The values of 16 E5M2 codes: each is the high byte of a half (scalar::e5m2_value).

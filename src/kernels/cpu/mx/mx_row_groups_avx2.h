@@ -2,8 +2,8 @@
 // What the AVX2 row casts of each element type (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp)
 // share: the records of a group of eight blocks (record_group, finish_peak), and a row segment
 // cast as whole groups by the element's body and the rest block by block (encode_rows), with its
-// statistics (encode_rows_of). A file includes it last, after mx_blocks_avx2.h, under
-// `#pragma GCC target("avx2,fma,f16c")`.
+// statistics (encode_rows_of); the AVX-512 FP8 rows take its records too. A file includes it
+// last, after mx_blocks_avx2.h.
 
 namespace mantissa::kernels::mx::detail {
 namespace {
