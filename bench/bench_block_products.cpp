@@ -4,11 +4,12 @@
 // OMP_NUM_THREADS=1; capped to AVX2 with MANTISSA_DISABLE_SIMD=avx512f).
 //   BM_BlockProduct/<shape>/0   y = x W^T   (x in 1x128 tiles, W in 128x128 blocks)
 //   BM_BlockProduct/<shape>/1   dx = dy W   (W read down its columns)
-//   BM_BlockProduct/<shape>/2   dW = dy^T x (both 1x128 tiles along the tokens)
+//   BM_BlockProduct/<shape>/2   dW = dy^T x (both in 128x1 tiles of their columns, read where
+//                               they lie: tiles along the tokens)
 //   BM_BlockProductBf16/<shape>/0-2  the same three through fp8::block_gemm with the recipe's
 //                               outputs: y and dx in bfloat16 (y with a bias), dW in float32;
 //                               /3, /4: y and dx made in float32 and rounded to bfloat16 after
-//   BM_BlockCast/<shape>/0      x to 1x128 tiles; /1 x^T's tiles from x (the column-wise copy);
+//   BM_BlockCast/<shape>/0      x to 1x128 tiles; /1 x to 128x1 tiles (the column-wise copy);
 //                               bytes/s counts the bfloat16 read and the codes written
 //   build/bench_block_products --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
@@ -51,11 +52,11 @@ Quantized tiles(const std::vector<uint16_t>& x, int64_t rows, int64_t cols) {
                      kFloat8_e4m3fn, true, 0.0f);
   return q;
 }
-Quantized tiles_t(const std::vector<uint16_t>& x, int64_t rows, int64_t cols) {
+Quantized column_tiles(const std::vector<uint16_t>& x, int64_t rows, int64_t cols) {
   Quantized q{std::vector<uint8_t>(static_cast<size_t>(rows * cols)),
               std::vector<float>(static_cast<size_t>(cols * kf::block_count(rows)))};
-  kf::quantize_1x128_transposed(x.data(), kBFloat16, rows, cols, q.codes.data(), q.scale_inv.data(),
-                                kFloat8_e4m3fn, true, 0.0f);
+  kf::quantize_128x1(x.data(), kBFloat16, rows, cols, cols, q.codes.data(), q.scale_inv.data(),
+                     kFloat8_e4m3fn, true, 0.0f);
   return q;
 }
 Quantized blocks(const std::vector<uint16_t>& x, int64_t rows, int64_t cols) {
@@ -82,12 +83,26 @@ kf::BlockOperandView view(const Quantized& q, int64_t C, bool block128, bool tra
   return v;
 }
 
+// 128x1 tiles of stored codes [R, C] read as V = X^T (tiles along R, the product's K).
+kf::BlockOperandView column_view(const Quantized& q, int64_t C) {
+  kf::BlockOperandView v{};
+  v.codes = q.codes.data();
+  v.fp8 = kFloat8_e4m3fn;
+  v.scale_inv = q.scale_inv.data();
+  v.row_stride = 1;
+  v.col_stride = C;
+  v.tile_rows = 1;
+  v.scale_row_stride = 1;
+  v.scale_col_stride = C;
+  return v;
+}
+
 void BM_BlockProduct(benchmark::State& state, LinearShape sc) {
   const int64_t T = sc.tokens, I = sc.in, O = sc.out;
   const auto x = bf16_normal(T * I, 1.0f, 1), w = bf16_normal(O * I, 0.05f, 2);
   const auto dy = bf16_normal(T * O, 0.01f, 3);
   const Quantized qx = tiles(x, T, I), qw = blocks(w, O, I), qdy = tiles(dy, T, O);
-  const Quantized qxt = tiles_t(x, T, I), qdyt = tiles_t(dy, T, O);
+  const Quantized qxc = column_tiles(x, T, I), qdyc = column_tiles(dy, T, O);
   int64_t M = 0, N = 0, K = 0;
   kf::BlockOperandView a{}, b{};
   switch (state.range(0)) {
@@ -97,8 +112,8 @@ void BM_BlockProduct(benchmark::State& state, LinearShape sc) {
     case 1:  // dx [T, I] = dy [T, O] W [O, I]: V_b = W^T
       M = T, N = I, K = O, a = view(qdy, O, false, false), b = view(qw, I, true, true);
       break;
-    default:  // dW [O, I] = dy^T [O, T] x [T, I]: V_b = x^T, stored
-      M = O, N = I, K = T, a = view(qdyt, T, false, false), b = view(qxt, T, false, false);
+    default:  // dW [O, I] = dy^T [O, T] x [T, I]: V_a = dy^T, V_b = x^T, 128x1 tiles along T
+      M = O, N = I, K = T, a = column_view(qdyc, O), b = column_view(qxc, I);
       break;
   }
   std::vector<float> out(static_cast<size_t>(M * N));
@@ -124,8 +139,8 @@ void BM_BlockProductBf16(benchmark::State& state, LinearShape sc) {
   const Tensor bias = bf16_tensor(bf16_normal(O, 0.1f, 4), 1, O).reshape({O});
   const fp8::BlockFp8 qx = fp8::quantize_1x128(x), qw = fp8::quantize_128x128(w);
   const fp8::BlockFp8 qdy = fp8::quantize_1x128(dy);
-  const fp8::BlockFp8 qxt = fp8::quantize_1x128_transposed(x);
-  const fp8::BlockFp8 qdyt = fp8::quantize_1x128_transposed(dy);
+  const fp8::BlockFp8 qxc = fp8::quantize_128x1(x);
+  const fp8::BlockFp8 qdyc = fp8::quantize_128x1(dy);
   const int64_t which = state.range(0);
   for (auto _ : state) {
     Tensor out;
@@ -137,7 +152,7 @@ void BM_BlockProductBf16(benchmark::State& state, LinearShape sc) {
         out = fp8::block_gemm(qdy, false, qw, false, Tensor(), kBFloat16);
         break;
       case 2:
-        out = fp8::block_gemm(qdyt, false, qxt, true, Tensor(), kFloat32);
+        out = fp8::block_gemm(qdyc, true, qxc, false, Tensor(), kFloat32);
         break;
       case 3:
         out = fp8::block_gemm(qx, false, qw, true, bias, kFloat32).to(kBFloat16);
@@ -160,8 +175,8 @@ void BM_BlockCast(benchmark::State& state, LinearShape sc) {
       kf::quantize_1x128(x.data(), kBFloat16, T, I, I, codes.data(), inv.data(), kFloat8_e4m3fn,
                          true, 0.0f);
     else
-      kf::quantize_1x128_transposed(x.data(), kBFloat16, T, I, codes.data(), inv.data(),
-                                    kFloat8_e4m3fn, true, 0.0f);
+      kf::quantize_128x1(x.data(), kBFloat16, T, I, I, codes.data(), inv.data(), kFloat8_e4m3fn,
+                         true, 0.0f);
     benchmark::DoNotOptimize(codes.data());
   }
   state.SetBytesProcessed(state.iterations() * T * I * 3);

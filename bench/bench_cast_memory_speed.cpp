@@ -121,8 +121,9 @@ std::vector<Cast> casts_of(const Tensor& x, const std::shared_ptr<fp8::ScalingSt
                [&x] { (void)fp8::quantize_columns(x, kFloat8_e4m3fn, true); }});
   c.push_back(
       {"block 1x128 " + d, src + fp8_out + 4 * n / 128, [&x] { (void)fp8::quantize_1x128(x); }});
-  c.push_back({"block 1x128 transposed " + d, src + fp8_out + 4 * n / 128,
-               [&x] { (void)fp8::quantize_1x128_transposed(x); }});
+  // The column-wise copy (x^T's 1x128 tiles), in x's layout.
+  c.push_back({"block 128x1 columns " + d, src + fp8_out + 4 * n / 128,
+               [&x] { (void)fp8::quantize_128x1(x); }});
   c.push_back({"block 128x128 " + d, src + fp8_out + 4 * n / (128 * 128),
                [&x] { (void)fp8::quantize_128x128(x); }});
   c.push_back({"mxfp8 rows " + d, src + fp8_out + n / 32, [&x] {

@@ -12,7 +12,7 @@ struct BlockOps {
   using Cast = BlockFp8;
   struct Saved {
     BlockFp8 w;   // W's blocks, read the other way in dx's product
-    BlockFp8 xt;  // x^T in 1x128 tiles along M
+    BlockFp8 xt;  // x in 128x1 tiles of its columns: x^T's 1x128 tiles along M
   };
   static constexpr const char* kNodeName = "Fp8BlockLinearBackward";
   bool p2;
@@ -27,21 +27,22 @@ struct BlockOps {
   Tensor forward(const BlockFp8& qx, const BlockFp8& qw, const Tensor& bias, DType act) const {
     return block_gemm(qx, false, qw, true, bias, act);
   }
-  // x^T quantized along M (the weight-gradient product's K) from the high-precision x: 1x128
-  // tiles of x's rows cannot be read along its columns.
+  // x quantized along M (the weight-gradient product's K) from the high-precision x: 1x128
+  // tiles of x's rows cannot be read along its columns. The 128x1 tiles stay in x's layout.
   Saved save(const Tensor& x2, const Tensor&, const BlockFp8& qw, bool need_x, bool need_w) const {
-    return {need_x ? qw : BlockFp8{}, need_w ? quantize_1x128_transposed(x2, p2, eps) : BlockFp8{}};
+    return {need_x ? qw : BlockFp8{}, need_w ? quantize_128x1(x2, p2, eps) : BlockFp8{}};
   }
   BlockFp8 grad_output(const Tensor& dy2) const { return quantize_1x128(dy2, p2, eps); }
   Tensor grad_input(const BlockFp8& qdy, const Saved& s, DType act) const {
     return block_gemm(qdy, false, s.w, false, Tensor(), act);
   }
   std::optional<BlockFp8> grad_output_t(const Tensor& dy2, bool) const {
-    return quantize_1x128_transposed(dy2, p2, eps);
+    return quantize_128x1(dy2, p2, eps);
   }
   Tensor grad_weight(const std::optional<BlockFp8>& qdyt, const Tensor&, const Saved& s,
                      DType w_dtype) const {
-    return block_gemm(*qdyt, false, s.xt, true, Tensor(), w_dtype);
+    // dW = dy^T @ x, both read along M where they lie.
+    return block_gemm(*qdyt, true, s.xt, false, Tensor(), w_dtype);
   }
 };
 

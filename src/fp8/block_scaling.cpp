@@ -54,15 +54,16 @@ BlockFp8 quantize_128x128(const Tensor& x, bool power_2, float epsilon) {
   return quantize(x, FormatId::kE4m3Block128x128, power_2, epsilon);
 }
 
-BlockFp8 quantize_1x128_transposed(const Tensor& x, bool power_2, float epsilon) {
+BlockFp8 quantize_128x1(const Tensor& x, bool power_2, float epsilon) {
   const Tensor src = source_of(x);
   const int64_t rows = src.size(0), cols = src.size(1);
   BlockFp8 q;
   q.format = FormatId::kE4m3Block1x128;
-  q.codes = empty({cols, rows}, kFloat8_e4m3fn);
-  q.scale_inv = empty({cols, kf::block_count(rows)}, kFloat32);
-  const kf::BlockCastStats st = kf::quantize_1x128_transposed(
-      src.data_ptr(), src.dtype(), rows, cols, static_cast<uint8_t*>(q.codes.data_ptr()),
+  q.layout = BlockFp8Layout::kColumns;
+  q.codes = empty({rows, cols}, kFloat8_e4m3fn);
+  q.scale_inv = empty({kf::block_count(rows), cols}, kFloat32);
+  const kf::BlockCastStats st = kf::quantize_128x1(
+      src.data_ptr(), src.dtype(), rows, cols, cols, static_cast<uint8_t*>(q.codes.data_ptr()),
       q.scale_inv.data<float>(), kFloat8_e4m3fn, power_2, epsilon);
   q.amax = st.amax;
   q.counts = {rows * cols, st.saturated, st.flushed, st.peak};
@@ -75,12 +76,20 @@ float block_scale_of(float amax, DType src_dtype, bool power_2, float epsilon) {
 
 Tensor dequantize(const BlockFp8& q) {
   const int64_t rows = q.codes.size(0), cols = q.codes.size(1);
-  const bool tiles = q.format == FormatId::kE4m3Block1x128;
-  const int64_t scale_cols = q.scale_inv.size(1);
   Tensor out = empty({rows, cols}, kFloat32);
   const auto* codes = static_cast<const uint8_t*>(q.codes.data_ptr());
   const float* inv = q.scale_inv.data<float>();
   float* o = out.data<float>();
+  if (q.layout == BlockFp8Layout::kColumns) {
+    for (int64_t r = 0; r < rows; ++r) {
+      kf::dequantize(codes + r * cols, kFloat8_e4m3fn, o + r * cols, kFloat32, cols, 1.0f);
+      const float* s = inv + r / kf::kBlockLen * cols;
+      for (int64_t c = 0; c < cols; ++c) o[r * cols + c] *= s[c];
+    }
+    return out;
+  }
+  const bool tiles = q.format == FormatId::kE4m3Block1x128;
+  const int64_t scale_cols = q.scale_inv.size(1);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t t = 0; t < scale_cols; ++t) {
       const int64_t c0 = t * kf::kBlockLen, len = std::min(kf::kBlockLen, cols - c0);
@@ -91,10 +100,22 @@ Tensor dequantize(const BlockFp8& q) {
   return out;
 }
 
+namespace {
+
+// The operand of q's matrix: a 128x1 cast is the 1x128 operand of its transpose, read through
+// transposed views of its codes and scales, transposed back.
+gemm::Operand operand_of(const BlockFp8& q) {
+  if (q.layout == BlockFp8Layout::kColumns)
+    return gemm::fp8_blocks(q.format, q.codes.t(), q.scale_inv.t()).t();
+  return gemm::fp8_blocks(q.format, q.codes, q.scale_inv);
+}
+
+}  // namespace
+
 Tensor block_gemm(const BlockFp8& a, bool transpose_a, const BlockFp8& b, bool transpose_b,
                   const Tensor& bias, DType out_dtype) {
-  gemm::Operand ao = gemm::fp8_blocks(a.format, a.codes, a.scale_inv);
-  gemm::Operand bo = gemm::fp8_blocks(b.format, b.codes, b.scale_inv);
+  gemm::Operand ao = operand_of(a);
+  gemm::Operand bo = operand_of(b);
   if (transpose_a) ao = ao.t();
   if (transpose_b) bo = bo.t();
   gemm::Epilogue e;

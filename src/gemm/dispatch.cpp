@@ -442,14 +442,17 @@ Operand fp8_blocks(FormatId format, const Tensor& codes, const Tensor& scale_inv
                  "fp8_blocks takes an FP8 format with fp32 scales per 1x128 tile or 128x128 "
                  "block, got {}",
                  formats::format_name(format));
-  MANTISSA_CHECK(codes.defined() && codes.dim() == 2 && codes.dtype() == kFloat8_e4m3fn &&
-                     codes.is_contiguous(),
-                 kWhere, "{} operands hold 2-D contiguous float8_e4m3fn codes",
-                 formats::format_name(format));
+  // Contiguous, or the transposed view of a contiguous matrix (a 128x1 cast read as the 1x128
+  // tiles of its transpose).
+  const auto laid_out = [](const Tensor& t) { return t.is_contiguous() || t.t().is_contiguous(); };
+  MANTISSA_CHECK(
+      codes.defined() && codes.dim() == 2 && codes.dtype() == kFloat8_e4m3fn && laid_out(codes),
+      kWhere, "{} operands hold 2-D contiguous float8_e4m3fn codes (or their transpose)",
+      formats::format_name(format));
   const int64_t tile_rows = is_fp8_tiles(o) ? 1 : 128;
   const Shape want{(codes.size(0) + tile_rows - 1) / tile_rows, (codes.size(1) + 127) / 128};
-  MANTISSA_CHECK(scale_inv.defined() && scale_inv.dtype() == kFloat32 &&
-                     scale_inv.shape() == want && scale_inv.is_contiguous(),
+  MANTISSA_CHECK(scale_inv.defined() && scale_inv.dtype() == kFloat32 && scale_inv.dim() == 2 &&
+                     scale_inv.shape() == want && laid_out(scale_inv),
                  kWhere, "{} codes of shape {} need a contiguous float32 scale_inv of shape {}",
                  formats::format_name(format), shape_str(codes.shape()), shape_str(want));
   o.shape = codes.shape();

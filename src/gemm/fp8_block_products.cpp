@@ -9,21 +9,20 @@ namespace {
 
 namespace kf = kernels::fp8;
 
-// The operand as the kernel's matrix V: V = X (stored codes [R, C]) or, with `t`, V = X^T.
+// The operand as the kernel's matrix V: V = X (stored codes, contiguous or a transposed view)
+// or, with `t`, V = X^T; its codes and scales read through their strides.
 kf::BlockOperandView view(const Operand& o, bool t) {
-  const int64_t C = o.data.size(1);
-  const int64_t scale_cols = o.scales.size(1);
   kf::BlockOperandView v{};
   v.codes = static_cast<const uint8_t*>(o.data.data_ptr());
   v.fp8 = o.data.dtype();
   v.scale_inv = o.scales.data<float>();
-  v.row_stride = t ? 1 : C;
-  v.col_stride = t ? C : 1;
+  v.row_stride = o.data.stride(t ? 1 : 0);
+  v.col_stride = o.data.stride(t ? 0 : 1);
   const bool tiles = *o.format == FormatId::kE4m3Block1x128;
   v.tile_rows = tiles ? 1 : kf::kBlockLen;
   // A 1x128 operand is read along its rows only (the dispatcher refuses the other way).
-  v.scale_row_stride = t ? 1 : scale_cols;
-  v.scale_col_stride = t ? scale_cols : 1;
+  v.scale_row_stride = o.scales.stride(t ? 1 : 0);
+  v.scale_col_stride = o.scales.stride(t ? 0 : 1);
   return v;
 }
 

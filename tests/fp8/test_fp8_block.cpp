@@ -154,11 +154,13 @@ TEST(Fp8Block, EdgeTilesFollowTransformerEngine) {
 
 // A bfloat16 source: an amax whose scale overflows takes bfloat16's largest finite value
 // (TE's compute_scale_from_types), not FLT_MAX.
-// The column-wise cast read from x as it lies equals the cast of x^T made contiguous: codes,
-// scales, amax and counts, for every source dtype, tiles and strips cut at the edges (300 rows:
-// two full tiles and a short one; 37 columns: two strips of 16 and a short one), with NaN, inf,
-// values that saturate (epsilon floor) and values that flush, single- and multi-threaded sizes.
-TEST(Fp8Block, TransposedCastIsTheCastOfTheContiguousTranspose) {
+// The column-wise cast (128x1 tiles in x's layout) is the 1x128 cast of x^T made contiguous,
+// transposed back: codes, scales, amax and counts, so the fixtures that pin the 1x128 cast pin
+// it too; for every source dtype, tiles and columns cut at the edges (300 rows: two full bands
+// and a short one; 37 columns: one step of 32 and 5 in a padded step), with NaN,
+// inf, values that saturate (epsilon floor) and values that flush, single- and multi-threaded
+// sizes. Its dequantized values are those of x^T's 1x128 cast, transposed.
+TEST(Fp8Block, ColumnTilesAreTheRowTilesOfTheTransposeTransposedBack) {
   for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{300, 37}, {1000, 130}, {5, 3}}) {
     std::vector<float> v = wide_normal(rows * cols, 31, 8.0f);
     v[3] = std::numeric_limits<float>::quiet_NaN();
@@ -168,27 +170,32 @@ TEST(Fp8Block, TransposedCastIsTheCastOfTheContiguousTranspose) {
       const Tensor x = tensor(v, {rows, cols}).to(dt);
       for (const float eps : {0.0f, 100.0f}) {
         const BlockFp8 want = quantize_1x128(x.t().contiguous(), true, eps);
-        const BlockFp8 got = quantize_1x128_transposed(x, true, eps);
+        const BlockFp8 got = quantize_128x1(x, true, eps);
         const std::string at = std::string(dt.name()) + " " + std::to_string(rows) + "x" +
                                std::to_string(cols) + " eps " + std::to_string(eps);
-        ASSERT_EQ(got.codes.shape(), want.codes.shape()) << at;
-        EXPECT_EQ(bytes_of(got.codes), bytes_of(want.codes)) << at;
+        EXPECT_EQ(got.layout, BlockFp8Layout::kColumns);
+        ASSERT_EQ(got.codes.shape(), (Shape{rows, cols})) << at;
+        ASSERT_EQ(got.scale_inv.shape(), (Shape{kf::block_count(rows), cols})) << at;
+        EXPECT_EQ(bytes_of(got.codes), bytes_of(want.codes.t())) << at;
         EXPECT_EQ(bits_of(got.scale_inv.to_vector<float>()),
-                  bits_of(want.scale_inv.to_vector<float>()))
+                  bits_of(want.scale_inv.t().contiguous().to_vector<float>()))
             << at;
         EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax)) << at;
         EXPECT_EQ(got.counts.saturated, want.counts.saturated) << at;
         EXPECT_EQ(got.counts.flushed, want.counts.flushed) << at;
         EXPECT_EQ(got.counts.total, want.counts.total) << at;
         EXPECT_EQ(got.counts.peak, want.counts.peak) << at;
+        EXPECT_EQ(bits_of(dequantize(got).to_vector<float>()),
+                  bits_of(dequantize(want).t().contiguous().to_vector<float>()))
+            << at;
       }
     }
   }
 }
 
 // bfloat16 tiles and blocks cast to E4M3 (the recipe's activations, gradients and weights) at
-// every SIMD level give the scalar level's codes, scales and statistics, row-wise, column-wise
-// and in 128x128 blocks: tiles holding a NaN,
+// every SIMD level give the scalar level's codes, scales and statistics, in 1x128 tiles of the
+// rows, 128x1 tiles of the columns and 128x128 blocks: tiles holding a NaN,
 // an inf, a subnormal, values that saturate under an epsilon floor and values that flush,
 // for both kinds of scale, full tiles and a cut one.
 TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
@@ -206,19 +213,19 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
     std::vector<float> inv;
     kf::BlockCastStats st;
   };
-  // kind 0: 1x128 tiles of x; 1: of x^T, from x; 2: 128x128 blocks of x.
+  // kind 0: 1x128 tiles of x; 1: 128x1 tiles of x; 2: 128x128 blocks of x.
   const auto run = [&](int kind, SimdLevel level, bool power_2, float eps) {
-    const bool transposed = kind == 1;
-    const int64_t tiles = kf::block_count(transposed ? rows : cols);
+    const bool columns = kind == 1;
+    const int64_t tiles = kf::block_count(columns ? rows : cols);
     Out o{std::vector<uint8_t>(static_cast<size_t>(rows * cols)),
-          std::vector<float>(static_cast<size_t>((transposed ? cols : rows) * tiles)),
+          std::vector<float>(static_cast<size_t>((columns ? cols : rows) * tiles)),
           {}};
     if (kind == 2)
       o.st = kf::quantize_128x128(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
                                   o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
-    else if (transposed)
-      o.st = kf::quantize_1x128_transposed(x.data_ptr(), kBFloat16, rows, cols, o.codes.data(),
-                                           o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
+    else if (columns)
+      o.st = kf::quantize_128x1(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
+                                o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
     else
       o.st = kf::quantize_1x128(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
                                 o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
@@ -242,22 +249,29 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
           EXPECT_EQ(got.st.peak, want.st.peak);
         }
       }
-  // The row-wise and column-wise casts agree (x^T's tiles from x are those of x^T).
+  // The row-wise and column-wise casts agree (x's 128x1 tiles are x^T's 1x128 tiles).
   std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
   std::vector<float> inv(static_cast<size_t>(cols * kf::block_count(rows)));
   kf::quantize_1x128(xt.data_ptr(), kBFloat16, cols, rows, rows, codes.data(), inv.data(),
                      kFloat8_e4m3fn, true, 0.0f);
   const Out t = run(1, simd_level(), true, 0.0f);
-  EXPECT_EQ(t.codes, codes);
-  EXPECT_EQ(bits_of(t.inv), bits_of(inv));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(t.codes[static_cast<size_t>(r * cols + c)],
+                codes[static_cast<size_t>(c * rows + r)])
+          << r << "," << c;
+  for (int64_t b = 0; b < kf::block_count(rows); ++b)
+    for (int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(std::bit_cast<uint32_t>(t.inv[static_cast<size_t>(b * cols + c)]),
+                std::bit_cast<uint32_t>(inv[static_cast<size_t>(c * kf::block_count(rows) + b)]));
 }
 
 // Every bfloat16 value cast under power-of-2 scales across the exponent range (the AVX2 tile,
-// block and band casts' 16-bit lanes and the AVX-512 band cast's, with the float32 lanes for
-// vectors holding a subnormal code or a subnormal x) gives the scalar level's codes, scales and
-// statistics: each tile holds an anchor, its largest magnitude, then bfloat16 values of both signs
-// no larger, every one of them in turn; x^T's tiles are cast from the transpose of those rows, so
-// that they hold the same values as the rows' tiles.
+// block and column casts' 16-bit lanes, with the float32 lanes for vectors holding a subnormal
+// code or a subnormal x) gives the scalar level's codes, scales and statistics: each tile holds
+// an anchor, its largest magnitude, then bfloat16 values of both signs no larger, every one of
+// them in turn; the 128x1 tiles are cast from the transpose of those rows, so that they hold the
+// same values as the rows' tiles.
 TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
   std::vector<uint16_t> anchors;
   for (const int k : {-133, -127, -126, -100, -50, -10, -7, -6, -1, 0, 3, 8, 9, 20, 60, 100, 127})
@@ -289,12 +303,12 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       columns[static_cast<size_t>(c * rows + r)] = bits[static_cast<size_t>(r * cols + c)];
-  // 1x128 tiles, 128x128 blocks (each of whose scales is that of its largest anchor), then x^T's
-  // 1x128 tiles (those of the rows, cast from their transpose).
+  // 1x128 tiles, 128x128 blocks (each of whose scales is that of its largest anchor), then the
+  // 128x1 tiles of their transpose (the rows' tiles).
   const auto cast = [&](int kind, uint8_t* codes, float* inv, bool power_2, SimdLevel level) {
     if (kind == 2)
-      return kf::quantize_1x128_transposed(columns.data(), kBFloat16, cols, rows, codes, inv,
-                                           kFloat8_e4m3fn, power_2, 0.0f, level);
+      return kf::quantize_128x1(columns.data(), kBFloat16, cols, rows, rows, codes, inv,
+                                kFloat8_e4m3fn, power_2, 0.0f, level);
     return kind == 1 ? kf::quantize_128x128(bits.data(), kBFloat16, rows, cols, cols, codes, inv,
                                             kFloat8_e4m3fn, power_2, 0.0f, level)
                      : kf::quantize_1x128(bits.data(), kBFloat16, rows, cols, cols, codes, inv,
@@ -311,7 +325,7 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
       for (SimdLevel level : simd_levels_here()) {
         SCOPED_TRACE(std::string(simd_level_name(level)) +
                      (blocks      ? " 128x128"
-                      : kind == 2 ? " 1x128 of x^T"
+                      : kind == 2 ? " 128x1"
                                   : " 1x128") +
                      (power_2 ? " power-2" : " fp32"));
         const kf::BlockCastStats got = cast(kind, got_codes.data(), got_inv.data(), power_2, level);
@@ -331,7 +345,7 @@ TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
 // either side), cast under power-of-2 and float32 scales across the exponent range (the AVX2
 // float32 bodies' integer codes, and the float32 lanes for tiles holding a subnormal or flushed
 // code, an inf or a NaN) gives the scalar level's codes, scales and statistics, as 1x128 tiles,
-// 128x128 blocks and x^T's 1x128 tiles. Each tile holds an anchor, its largest magnitude (among
+// 128x128 blocks and 128x1 tiles. Each tile holds an anchor, its largest magnitude (among
 // them values at 448 once scaled), then values of both signs no larger, every one in turn.
 TEST(Fp8Block, F32TilesUnderEachScaleAreTheScalarCastOfEveryValue) {
   std::vector<uint32_t> anchors;
@@ -363,7 +377,7 @@ TEST(Fp8Block, F32TilesUnderEachScaleAreTheScalarCastOfEveryValue) {
   }
   const int64_t cols = 128 * 8, rows = static_cast<int64_t>(bits.size()) / cols + 1;
   bits.resize(static_cast<size_t>(rows * cols), 0x3F800000u);
-  for (const int kind : {0, 1, 2})  // 1x128, 128x128, 1x128 of x^T
+  for (const int kind : {0, 1, 2})  // 1x128, 128x128, 128x1
     for (const bool power_2 : {true, false}) {
       const int64_t n_inv = kind == 1   ? kf::block_count(rows) * kf::block_count(cols)
                             : kind == 2 ? cols * kf::block_count(rows)
@@ -372,8 +386,8 @@ TEST(Fp8Block, F32TilesUnderEachScaleAreTheScalarCastOfEveryValue) {
         codes.assign(bits.size(), 0);
         inv.assign(static_cast<size_t>(n_inv), 0.0f);
         if (kind == 2)
-          return kf::quantize_1x128_transposed(bits.data(), kFloat32, rows, cols, codes.data(),
-                                               inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
+          return kf::quantize_128x1(bits.data(), kFloat32, rows, cols, cols, codes.data(),
+                                    inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
         return kind == 1
                    ? kf::quantize_128x128(bits.data(), kFloat32, rows, cols, cols, codes.data(),
                                           inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level)
@@ -403,9 +417,9 @@ TEST(Fp8Block, F32TilesUnderEachScaleAreTheScalarCastOfEveryValue) {
 // every source dtype: 1x128 tiles in batches cut at a row's end (19 full tiles and a short one)
 // and 128x128 blocks in a group of blocks side by side cut short by the last, narrow block, with a
 // NaN, an inf, an all-zero block, one of subnormal values only and one whose values flush, and a
-// short last band of rows; and x^T's 1x128 tiles from x (bands of 128 rows cast 16 columns
-// at a time, the last 8 columns and the short last band the other way). The first two bands' values
-// lie within a few binades (tiles whose codes are all normal: the 16-bit lanes), the last band's
+// short last band of rows; and 128x1 tiles (bands of 128 rows cast 32 columns at a time, the
+// short last band too, the last 8 columns in a padded step). The first two bands' values lie
+// within a few binades (tiles whose codes are all normal: the 16-bit lanes), the last band's
 // over many.
 TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
   constexpr int64_t rows = 300, cols = 19 * 128 + 40;
@@ -426,7 +440,7 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
   at(130, 4 * 128 + 7) = 3.0f;  // the others flush
   for (const DType dt : {kBFloat16, kFloat32}) {
     const Tensor x = tensor(v, {rows, cols}).to(dt);
-    for (const int kind : {0, 1, 2})  // 1x128, 128x128, 1x128 of x^T
+    for (const int kind : {0, 1, 2})  // 1x128, 128x128, 128x1
       for (const bool power_2 : {true, false}) {
         const bool blocks = kind == 1, transposed = kind == 2;
         const int64_t n_inv = blocks       ? kf::block_count(rows) * kf::block_count(cols)
@@ -437,8 +451,8 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
           codes.assign(static_cast<size_t>(rows * cols), 0);
           inv.assign(static_cast<size_t>(n_inv), 0.0f);
           if (transposed)
-            return kf::quantize_1x128_transposed(x.data_ptr(), dt, rows, cols, codes.data(),
-                                                 inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
+            return kf::quantize_128x1(x.data_ptr(), dt, rows, cols, cols, codes.data(), inv.data(),
+                                      kFloat8_e4m3fn, power_2, 0.0f, level);
           return blocks ? kf::quantize_128x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
                                                inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level)
                         : kf::quantize_1x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
@@ -452,7 +466,7 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
         for (SimdLevel level : simd_levels_here()) {
           SCOPED_TRACE(std::string(dt.name()) + " " + simd_level_name(level) +
                        (blocks       ? " 128x128"
-                        : transposed ? " 1x128 of x^T"
+                        : transposed ? " 128x1"
                                      : " 1x128") +
                        (power_2 ? " power-2" : " fp32"));
           const kf::BlockCastStats got = run(level, got_codes, got_inv);
@@ -467,83 +481,83 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
   }
 }
 
-// x^T's tiles of bfloat16 cast from x (the band casts: AVX2's 16 columns a vector, AVX-512's 32)
-// at every SIMD level give the scalar level's codes, scales and statistics, for chunks of every
-// width the bodies take (16, 48 and 64 columns of a 64-column chunk; 150 columns: 144 through the
-// band cast, the last 6 through the buffer; 560: a thread's 512 and 48), with a short last band
-// (300 rows) or none (256 rows; the codes then start on 64-byte boundaries and are streamed),
-// and columns in both halves of a vector and in the chunk's second 32 holding a NaN, an inf,
-// all zeros, a subnormal amax (its scale overflows to bfloat16's largest value), values at 448
-// before and after scaling, bfloat16's largest value, a value whose code is subnormal and one that
-// flushes, and an amax whose scale lies above 2^120, each of which the band casts take from
-// their tile bodies.
-TEST(Fp8Block, Bf16ColumnsOfEveryChunkWidthAndEdgeAreTheScalarCast) {
-  for (const int64_t rows : {300, 256})
-    for (const int64_t cols : {16, 48, 150, 560}) {
+// 128x1 tiles of bfloat16 and float32 (the band casts, 32 columns a step) at every SIMD level
+// give the scalar level's codes, scales and statistics, for widths of every kind: 16 columns
+// (one padded step), 48 (a step of 32 and a padded one of 16), 150, 560, and 8264 (wider than a
+// group of kBlockGroupBytes of each row: two groups of bfloat16, three of float32), with a short
+// last band (300 rows), none (256), or one short band alone (100 rows, whose columns are shared out
+// between threads in narrower groups where there are two or more); and columns in both halves of
+// a 32-column step and in the next step, in the first group and the second, holding a NaN, an
+// inf, all zeros, a subnormal amax (its scale overflows to the source's largest value), values
+// at 448 before and after scaling, bfloat16's largest value, a value whose code is subnormal and
+// one that flushes, and an amax whose scale lies above 2^120.
+TEST(Fp8Block, ColumnTilesOfEveryWidthAndEdgeAreTheScalarCast) {
+  for (const int64_t rows : {300, 256, 100})
+    for (const int64_t cols : {16, 48, 150, 560, 8264}) {
+      if (cols == 8264 && rows == 256) continue;
       std::vector<float> v = wide_normal(rows * cols, 17, 1.0f);
-      const auto at = [&](int64_t r, int64_t c) -> float& {
-        return v[static_cast<size_t>(r * cols + c % cols)];
-      };
       const float nan = std::numeric_limits<float>::quiet_NaN();
       const float inf = std::numeric_limits<float>::infinity();
-      for (const int64_t band : {0, 128}) {
-        at(band + 5, 1) = nan;
-        at(band + 7, 2) = band ? -inf : inf;
-        for (int64_t r = 0; r < 128; ++r) {
-          at(band + r, 3) = 0.0f;
-          at(band + r, 4) = 1e-39f * static_cast<float>(r % 3);   // subnormal, scale overflows
-          at(band + r, 11) = 1e-37f * static_cast<float>(r % 4);  // scale 2^127 once power-of-2
-          at(band + r, 12) = 3e-35f * static_cast<float>(r % 5);  // scale 2^120 or 2^121
-        }
-        at(band + 9, 5) = 448.0f;
-        at(band + 10, 5) = -448.0f;
-        at(band + 11, 6) = 56.0f;           // 448 once scaled by 8
-        at(band + 40, 9) = -3.3895314e38f;  // bfloat16's largest value
-        at(band + 20, 7) = 1e-4f;           // a subnormal code
-        at(band + 30, 8) = -1e-9f;          // flushes
-        at(band + 3, 17) = -nan;
-        at(band + 100, 18) = -inf;
-        at(band + 50, 21) = 1e-4f;
-        at(band + 60, 33) = nan;
-        at(band + 61, 36) = 1e-4f;
-        at(band + 62, 50) = inf;
-        at(band + 127, 63) = 1e-9f;
-      }
-      const Tensor x = tensor(v, {rows, cols}).to(kBFloat16);
-      const int64_t n_inv = cols * kf::block_count(rows);
-      for (const bool power_2 : {true, false})
-        for (const float eps : {0.0f, 100.0f}) {
-          // Codes on a 64-byte boundary (as the recipe's tensors are), so that 256 rows stream.
-          std::vector<uint8_t> buffer(static_cast<size_t>(rows * cols + 64));
-          uint8_t* codes = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64);
-          const auto run = [&](SimdLevel level, std::vector<uint8_t>& out,
-                               std::vector<float>& inv) {
-            std::fill(codes, codes + rows * cols, uint8_t{0x55});
-            inv.assign(static_cast<size_t>(n_inv), 0.0f);
-            const kf::BlockCastStats st =
-                kf::quantize_1x128_transposed(x.data_ptr(), kBFloat16, rows, cols, codes,
-                                              inv.data(), kFloat8_e4m3fn, power_2, eps, level);
-            out.assign(codes, codes + rows * cols);
-            return st;
-          };
-          std::vector<uint8_t> want_codes, got_codes;
-          std::vector<float> want_inv, got_inv;
-          const kf::BlockCastStats want = run(SimdLevel::kScalar, want_codes, want_inv);
-          EXPECT_TRUE(std::isinf(want.amax));
-          if (eps == 0.0f && cols > 8) EXPECT_GT(want.flushed, 0);
-          for (SimdLevel level : simd_levels_here()) {
-            SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " " +
-                         simd_level_name(level) + (power_2 ? " power-2" : " fp32") + " eps " +
-                         std::to_string(eps));
-            const kf::BlockCastStats got = run(level, got_codes, got_inv);
-            EXPECT_EQ(got_codes, want_codes);
-            EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
-            EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
-            EXPECT_EQ(got.saturated, want.saturated);
-            EXPECT_EQ(got.flushed, want.flushed);
-            EXPECT_EQ(got.peak, want.peak);
+      for (const int64_t base : {int64_t{0}, cols > 8300 ? int64_t{8224} : int64_t{0}}) {
+        const auto at = [&](int64_t r, int64_t c) -> float& {
+          return v[static_cast<size_t>(std::min(r, rows - 1) * cols + (base + c) % cols)];
+        };
+        for (const int64_t band : {0, 128}) {
+          if (band >= rows) continue;
+          at(band + 5, 1) = nan;
+          at(band + 7, 2) = band ? -inf : inf;
+          for (int64_t r = 0; r < std::min<int64_t>(128, rows - band); ++r) {
+            at(band + r, 3) = 0.0f;
+            at(band + r, 4) = 1e-39f * static_cast<float>(r % 3);   // subnormal, scale overflows
+            at(band + r, 11) = 1e-37f * static_cast<float>(r % 4);  // scale 2^127 once power-of-2
+            at(band + r, 12) = 3e-35f * static_cast<float>(r % 5);  // scale 2^120 or 2^121
           }
+          at(band + 9, 5) = 448.0f;
+          at(band + 10, 5) = -448.0f;
+          at(band + 11, 6) = 56.0f;           // 448 once scaled by 8
+          at(band + 40, 9) = -3.3895314e38f;  // bfloat16's largest value
+          at(band + 20, 7) = 1e-4f;           // a subnormal code
+          at(band + 30, 8) = -1e-9f;          // flushes
+          at(band + 3, 17) = -nan;
+          at(band + 100, 18) = -inf;
+          at(band + 50, 21) = 1e-4f;
+          at(band + 60, 33) = nan;
+          at(band + 61, 36) = 1e-4f;
+          at(band + 62, 50) = inf;
+          at(band + 127, 63) = 1e-9f;
         }
+      }
+      for (const DType dt : {kBFloat16, kFloat32}) {
+        const Tensor x = tensor(v, {rows, cols}).to(dt);
+        const int64_t n_inv = cols * kf::block_count(rows);
+        for (const bool power_2 : {true, false})
+          for (const float eps : {0.0f, 100.0f}) {
+            const auto run = [&](SimdLevel level, std::vector<uint8_t>& codes,
+                                 std::vector<float>& inv) {
+              codes.assign(static_cast<size_t>(rows * cols), 0x55);
+              inv.assign(static_cast<size_t>(n_inv), 0.0f);
+              return kf::quantize_128x1(x.data_ptr(), dt, rows, cols, cols, codes.data(),
+                                        inv.data(), kFloat8_e4m3fn, power_2, eps, level);
+            };
+            std::vector<uint8_t> want_codes, got_codes;
+            std::vector<float> want_inv, got_inv;
+            const kf::BlockCastStats want = run(SimdLevel::kScalar, want_codes, want_inv);
+            EXPECT_TRUE(std::isinf(want.amax));
+            if (eps == 0.0f && cols > 8) EXPECT_GT(want.flushed, 0);
+            for (SimdLevel level : simd_levels_here()) {
+              SCOPED_TRACE(std::string(dt.name()) + " " + std::to_string(rows) + "x" +
+                           std::to_string(cols) + " " + simd_level_name(level) +
+                           (power_2 ? " power-2" : " fp32") + " eps " + std::to_string(eps));
+              const kf::BlockCastStats got = run(level, got_codes, got_inv);
+              EXPECT_EQ(got_codes, want_codes);
+              EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
+              EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+              EXPECT_EQ(got.saturated, want.saturated);
+              EXPECT_EQ(got.flushed, want.flushed);
+              EXPECT_EQ(got.peak, want.peak);
+            }
+          }
+      }
     }
 }
 
@@ -687,6 +701,73 @@ std::vector<uint8_t> raw_bytes(const Tensor& t) {
   const Tensor c = t.contiguous();
   const auto* p = static_cast<const uint8_t*>(c.data_ptr());
   return std::vector<uint8_t>(p, p + c.numel() * static_cast<int64_t>(c.dtype().itemsize()));
+}
+
+// The weight gradient's product from the 128x1 casts of dy and x, read where they lie (A
+// transposed, decoded 8 x 8 codes at a time into the panel; B down its stored rows), gives the
+// bytes of the product from the 1x128 casts of dy^T and x^T made contiguous, at every level and
+// through the GEMM seam, for a float32 and a bfloat16 output: the same codes, scales and sum
+// order. K = 300 tokens (slices of 128, 128 and 44); M and N cut the register and thread tiles.
+// The seam refuses a 128x1 operand read the other way.
+TEST(Fp8Block, GemmOfColumnTilesIsTheProductOfTheTransposedRowTiles) {
+  for (const auto [M, N, K] : {std::array<int64_t, 3>{70, 261, 300}, {300, 530, 260}}) {
+    const Tensor dy = tensor(wide_normal(K * M, 6, 6.0f), {K, M}).to(kBFloat16);
+    const Tensor x = tensor(wide_normal(K * N, 7, 6.0f), {K, N}).to(kBFloat16);
+    const BlockFp8 qdy = quantize_128x1(dy), qx = quantize_128x1(x);
+    const BlockFp8 qdyt = quantize_1x128(dy.t().contiguous()),
+                   qxt = quantize_1x128(x.t().contiguous());
+    const int64_t kt = kf::block_count(K);
+    const kf::BlockOperandView old_a{static_cast<const uint8_t*>(qdyt.codes.data_ptr()),
+                                     K,
+                                     1,
+                                     qdyt.scale_inv.data<float>(),
+                                     1,
+                                     kt,
+                                     1,
+                                     kFloat8_e4m3fn};
+    const kf::BlockOperandView old_b{static_cast<const uint8_t*>(qxt.codes.data_ptr()),
+                                     K,
+                                     1,
+                                     qxt.scale_inv.data<float>(),
+                                     1,
+                                     kt,
+                                     1,
+                                     kFloat8_e4m3fn};
+    const kf::BlockOperandView new_a{static_cast<const uint8_t*>(qdy.codes.data_ptr()),
+                                     1,
+                                     M,
+                                     qdy.scale_inv.data<float>(),
+                                     1,
+                                     1,
+                                     M,
+                                     kFloat8_e4m3fn};
+    const kf::BlockOperandView new_b{static_cast<const uint8_t*>(qx.codes.data_ptr()),
+                                     1,
+                                     N,
+                                     qx.scale_inv.data<float>(),
+                                     1,
+                                     1,
+                                     N,
+                                     kFloat8_e4m3fn};
+    for (const DType dt : {kFloat32, kBFloat16}) {
+      Tensor want = empty({M, N}, dt);
+      kf::block_scaled_gemm(old_a, old_b, M, N, K, nullptr, want.data_ptr(), dt,
+                            SimdLevel::kScalar);
+      for (SimdLevel level : simd_levels_here()) {
+        SCOPED_TRACE(std::string(simd_level_name(level)) + " " + std::string(dt.name()));
+        Tensor old_y = empty({M, N}, dt), new_y = empty({M, N}, dt);
+        kf::block_scaled_gemm(old_a, old_b, M, N, K, nullptr, old_y.data_ptr(), dt, level);
+        kf::block_scaled_gemm(new_a, new_b, M, N, K, nullptr, new_y.data_ptr(), dt, level);
+        EXPECT_EQ(raw_bytes(old_y), raw_bytes(want));
+        EXPECT_EQ(raw_bytes(new_y), raw_bytes(want));
+      }
+      EXPECT_EQ(raw_bytes(block_gemm(qdy, true, qx, false, Tensor(), dt)), raw_bytes(want));
+      EXPECT_EQ(raw_bytes(block_gemm(qdyt, false, qxt, true, Tensor(), dt)), raw_bytes(want));
+    }
+  }
+  const Tensor x = tensor(wide_normal(300 * 70, 8, 1.0f), {300, 70});
+  const BlockFp8 qx = quantize_128x1(x);
+  EXPECT_THROW((void)block_gemm(qx, false, qx, true), Error);
 }
 
 // A bfloat16 or float16 output holds the float32 product plus the bias rounded as Tensor::to

@@ -11,11 +11,24 @@
 
 namespace mantissa::fp8 {
 
+// Where a BlockFp8's codes and scales lie.
+enum class BlockFp8Layout {
+  kRows,  // codes [rows, cols]; 1x128 tiles along the rows or 128x128 blocks (format)
+  // codes [rows, cols] as the source lies, one scale per 128x1 tile of a column: the 1x128
+  // tiles of the source's transpose (the weight gradient's operands, tiles along the tokens),
+  // not transposed. TransformerEngine stores this copy transposed because Hopper's FP8 GEMMs
+  // take only the TN layout; the CPU product reads it where it lies.
+  kColumns,
+};
+
 // A 2-D tensor quantized under block scaling.
 struct BlockFp8 {
-  FormatId format = FormatId::kE4m3Block1x128;  // or kE4m3Block128x128
-  Tensor codes;                                 // [rows, cols] float8_e4m3fn, contiguous
-  Tensor scale_inv;   // [rows, ceil(cols/128)] (1x128) or [ceil(rows/128), ceil(cols/128)]
+  FormatId format = FormatId::kE4m3Block1x128;  // or kE4m3Block128x128 (layout kRows)
+  BlockFp8Layout layout = BlockFp8Layout::kRows;
+  Tensor codes;  // [rows, cols] float8_e4m3fn, contiguous
+  // kRows: [rows, ceil(cols/128)] (1x128) or [ceil(rows/128), ceil(cols/128)] (128x128);
+  // kColumns: [ceil(rows/128), cols].
+  Tensor scale_inv;
   float amax = 0.0f;  // the largest tile amax (NaN passed over), for statistics
   CastCounts counts;
 };
@@ -24,9 +37,9 @@ struct BlockFp8 {
 // (TransformerEngine's default); epsilon: the floor of an amax (default 0).
 BlockFp8 quantize_1x128(const Tensor& x, bool power_2 = true, float epsilon = 0.0f);
 BlockFp8 quantize_128x128(const Tensor& x, bool power_2 = true, float epsilon = 0.0f);
-// quantize_1x128 of x^T ([cols, rows] codes, tiles along x's rows), read from x as it lies: the
-// same bytes, scales and statistics as quantize_1x128(x.t().contiguous()) without that copy.
-BlockFp8 quantize_1x128_transposed(const Tensor& x, bool power_2 = true, float epsilon = 0.0f);
+// x in 128x1 tiles of its columns (layout kColumns, format kE4m3Block1x128): the codes, scales
+// and statistics of quantize_1x128(x.t().contiguous()), transposed back.
+BlockFp8 quantize_128x1(const Tensor& x, bool power_2 = true, float epsilon = 0.0f);
 // The scale a tile of amax `amax` from a `src_dtype` tensor gets (E4M3).
 float block_scale_of(float amax, DType src_dtype, bool power_2, float epsilon);
 
@@ -34,7 +47,8 @@ float block_scale_of(float amax, DType src_dtype, bool power_2, float epsilon);
 Tensor dequantize(const BlockFp8& q);
 
 // op(A) @ op(B) (+ bias in fp32), rounded once to out_dtype, through gemm::gemm's block-scaled
-// engine. A 1x128 operand must have its tiles along K: A not transposed, B transposed.
+// engine. A 1x128 operand must have its tiles along K: A not transposed, B transposed; a 128x1
+// one (layout kColumns) the other way: A transposed, B not.
 Tensor block_gemm(const BlockFp8& a, bool transpose_a, const BlockFp8& b, bool transpose_b,
                   const Tensor& bias = Tensor(), DType out_dtype = kFloat32);
 

@@ -62,7 +62,9 @@ Operand fp8(const Tensor& codes, float scale_inv, const Tensor& widened = Tensor
 // ceil(cols / 128)], one per 128x128 block); value = code * the scale_inv of its tile. The
 // product of two such operands promotes its partial sums to fp32 every 128 elements of K
 // (docs/fp8.md "Block scaling"); a 1x128 operand must have its tiles along K (A read as stored,
-// B read transposed), a 128x128 one may be read either way.
+// B read transposed), a 128x128 one may be read either way. codes and scale_inv are contiguous
+// or transposed views of contiguous matrices (a cast in 128x1 tiles of its columns is the 1x128
+// operand of its transpose).
 Operand fp8_blocks(FormatId format, const Tensor& codes, const Tensor& scale_inv);
 // A matrix X (shape: rows, cols) in a block format of mantissa/formats/block_formats.h:
 // mxfp8-e4m3, mxfp8-e5m2, mxfp4 (E8M0 scale per 1x32 block of a row) or nvfp4 (E4M3 scale per

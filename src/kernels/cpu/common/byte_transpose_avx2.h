@@ -1,8 +1,8 @@
 #pragma once
 // Internal: an in-lane 16 x 16 byte transpose of sixteen AVX2 vectors, which turns the codes of
-// 16 columns cast row by row into each column's codes in a row: the block recipe's transposed
-// cast (fp8/fp8_block_avx2.cpp) and the MX transposed cast (mx/mx_columns_avx2.cpp). Carries its
-// target and is always inlined, so only the AVX2 files that call it compile it.
+// 16 columns cast row by row into each column's codes in a row: the MX transposed cast
+// (mx/mx_columns_avx2.cpp). Carries its target and is always inlined, so only the AVX2 files that
+// call it compile it.
 #include <immintrin.h>
 
 namespace mantissa::kernels {

@@ -1,8 +1,8 @@
 #pragma once
 // Internal: byte_transpose_avx2.h's in-lane 16 x 16 byte transpose on sixteen AVX-512 vectors
-// (four independent transposes, one per 128-bit lane): the AVX-512 transposed casts of the block
-// recipe (fp8/fp8_block_avx512.cpp) and of MX (mx/mx_columns_avx512.cpp). Carries its target and
-// is always inlined, so only the AVX-512 files that call it compile it.
+// (four independent transposes, one per 128-bit lane): the AVX-512 transposed cast of MX
+// (mx/mx_columns_avx512.cpp). Carries its target and is always inlined, so only the AVX-512
+// files that call it compile it.
 #include <immintrin.h>
 
 namespace mantissa::kernels {

@@ -13,7 +13,6 @@
 #include <omp.h>
 
 #include "kernels/cpu/fp8/fp8_cast.h"
-#include "kernels/cpu/mx/transpose_tiles.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/float8.h"
@@ -202,86 +201,94 @@ BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, in
   return {amax, saturated, flushed, peak};
 }
 
-BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64_t rows,
-                                         int64_t cols, uint8_t* codes, float* scale_inv, DType fp8,
-                                         bool power_2, float epsilon, SimdLevel level) {
-  check(src_dtype, fp8, rows, cols, cols);
+BlockCastStats quantize_128x1(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                              int64_t ld, uint8_t* codes, float* scale_inv, DType fp8, bool power_2,
+                              float epsilon, SimdLevel level) {
+  check(src_dtype, fp8, rows, cols, ld);
   const CastFn body = cast_body(level);
-  // Columns of x (rows of x^T) per buffer: one 64-byte cache line of each row of x, so each
-  // line is read once.
-  constexpr int64_t kLine = 64;
-  const int64_t tiles = block_count(rows);
+  const int64_t bands = block_count(rows);
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
-  const int64_t strip = kLine / item;
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
-  // bfloat16 or float32 to E4M3: the full bands of 128 rows over the first multiple of 16
-  // columns go through the AVX2 band cast (bfloat16's through its AVX-512 body at that level),
-  // a band's columns in chunks of kBandChunk (the threads' unit).
+  // bfloat16 or float32 to E4M3: the band casts (AVX2; bfloat16's AVX-512 body at that level),
+  // kBlockGroupBytes of each row at a time (as
+  // the 128x128 cast reads its groups; the last group takes the columns past the last multiple of
+  // 32 as well); with fewer bands than threads, a band's columns are shared out in narrower
+  // groups.
   const bool fast = e4m3_tiles(src_dtype, fp8, level);
   const bool avx512 = std::min(level, simd_level()) >= SimdLevel::kAvx512;
-  const int64_t bands = fast ? rows / kBlockLen : 0;
-  const int64_t fast_cols = bands > 0 ? cols / 16 * 16 : 0;
-  constexpr int64_t kBandChunk = 512;
-  const int64_t chunks = (fast_cols + kBandChunk - 1) / kBandChunk;
+  const int64_t fast_cols = fast ? cols : 0;
+  int64_t group = kBlockGroupBytes / item;
+  const int64_t threads = omp_get_max_threads();
+  if (fast_cols > 0 && bands < threads && rows * cols > (1 << 15)) {
+    const int64_t per_band = (threads + bands - 1) / bands;
+    group = std::min(group, std::max<int64_t>(32, (cols / 32 + per_band - 1) / per_band * 32));
+  }
+  // Whole groups, the last one with the rest (fewer than 32 columns past a full group join it).
+  const int64_t groups = fast_cols < 32
+                             ? (fast_cols > 0)
+                             : fast_cols / 32 * 32 / group + (fast_cols / 32 * 32 % group != 0);
   float amax = 0.0f;
   double peak = 0.0;
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for collapse(2) schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
   for (int64_t b = 0; b < bands; ++b)
-    for (int64_t k = 0; k < chunks; ++k) {
-      const int64_t r0 = b * kBlockLen, c0 = k * kBandChunk;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t r0 = b * kBlockLen, rn = std::min(kBlockLen, rows - r0);
+      const int64_t c0 = g * group, cn = g + 1 < groups ? group : fast_cols - c0;
+      // The group after this one in the loop's order (the next thread's, at a share's end), its
+      // rows no further than this one's.
+      const int64_t nr0 = g + 1 < groups ? r0 : r0 + kBlockLen;
+      const int64_t nc0 = g + 1 < groups ? c0 + group : 0;
+      const void* next = nr0 + rn <= rows ? at(src, src_dtype, nr0 * ld + nc0) : nullptr;
+      const int64_t next_bytes = item * std::min(group, fast_cols - nc0);
       BlockCastStats st;
-      const int64_t cn = std::min(kBandChunk, fast_cols - c0);
       if (src_dtype == kFloat32)
-        detail::block_columns_f32_e4m3_avx2(
-            static_cast<const float*>(src) + r0 * cols + c0, cols, cn, codes + c0 * rows + r0, rows,
-            scale_inv + c0 * tiles + b, tiles, for_inf, power_2, epsilon, st);
+        detail::column_tiles_f32_e4m3_avx2(static_cast<const float*>(src) + r0 * ld + c0, ld, rn,
+                                           cn, codes + r0 * cols + c0, cols,
+                                           scale_inv + b * cols + c0, for_inf, power_2, epsilon,
+                                           static_cast<const float*>(next), next_bytes, st);
       else
-        (avx512 ? detail::block_columns_bf16_e4m3_avx512 : detail::block_columns_bf16_e4m3_avx2)(
-            static_cast<const uint16_t*>(src) + r0 * cols + c0, cols, cn, codes + c0 * rows + r0,
-            rows, scale_inv + c0 * tiles + b, tiles, for_inf, power_2, epsilon, st);
+        (avx512 ? detail::column_tiles_bf16_e4m3_avx512 : detail::column_tiles_bf16_e4m3_avx2)(
+            static_cast<const uint16_t*>(src) + r0 * ld + c0, ld, rn, cn, codes + r0 * cols + c0,
+            cols, scale_inv + b * cols + c0, for_inf, power_2, epsilon,
+            static_cast<const uint16_t*>(next), next_bytes, st);
       amax = std::max(amax, st.amax);
       peak = std::max(peak, st.peak);
       saturated += st.saturated;
       flushed += st.flushed;
     }
-  // The rest: the columns from fast_cols on, and the tiles after the full bands of the others,
-  // through a buffer of one cache line of each row.
-  const int64_t fast_strips = (fast_cols + strip - 1) / strip;
-  const int64_t strips = fast_strips + (cols - fast_cols + strip - 1) / strip;
-#pragma omp parallel for schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
-  for (int64_t i = 0; i < strips; ++i) {
-    const bool in_fast = i < fast_strips;
-    const int64_t c0 = in_fast ? i * strip : fast_cols + (i - fast_strips) * strip;
-    const int64_t cn = std::min(strip, (in_fast ? fast_cols : cols) - c0);
-    alignas(64) unsigned char buf[kLine * kBlockLen];  // [cn][128] elements of x^T
-    for (int64_t t = in_fast ? bands : 0; t < tiles; ++t) {
-      const int64_t r0 = t * kBlockLen, len = std::min(kBlockLen, rows - r0);
-      mx::transpose_block_bytes_ahead(at(src, src_dtype, r0 * cols + c0), item, cols, len, cn, buf,
-                                      kBlockLen, rows - r0 - len);
-      if (fast && len == kBlockLen) {  // the buffer's cn full tiles through the AVX2 tile cast
-        BlockCastStats st;
-        e4m3_tiles_avx2(buf, src_dtype, kBlockLen, cn, codes + c0 * rows + r0, rows,
-                        scale_inv + c0 * tiles + t, tiles, for_inf, power_2, epsilon, st);
-        amax = std::max(amax, st.amax);
-        peak = std::max(peak, st.peak);
-        saturated += st.saturated;
-        flushed += st.flushed;
-        continue;
+  // Every column at the scalar level, for float16 sources and for E5M2, a strip of 64 bytes of
+  // each row at a time: each tile gathered contiguous, cast by the
+  // delayed-scaling cast's body, its codes put back in their column.
+  constexpr int64_t kLine = 64;
+  const int64_t strip = kLine / item;
+  const int64_t strips = (cols - fast_cols + strip - 1) / strip;
+#pragma omp parallel for collapse(2) schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * (cols - fast_cols) > (1 << 15))
+  for (int64_t b = 0; b < bands; ++b)
+    for (int64_t i = 0; i < strips; ++i) {
+      const int64_t r0 = b * kBlockLen, len = std::min(kBlockLen, rows - r0);
+      const int64_t c0 = fast_cols + i * strip, cn = std::min(strip, cols - c0);
+      alignas(64) unsigned char tile[kLine * kBlockLen];  // [cn][len] elements, column by column
+      alignas(64) uint8_t tile_codes[kLine * kBlockLen];  // [cn][len]
+      for (int64_t k = 0; k < len; ++k) {
+        const auto* row = static_cast<const unsigned char*>(at(src, src_dtype, (r0 + k) * ld + c0));
+        for (int64_t c = 0; c < cn; ++c)
+          std::copy_n(row + c * item, item, tile + (c * len + k) * item);
       }
       for (int64_t c = 0; c < cn; ++c) {
-        const void* tile = at(buf, src_dtype, c * kBlockLen);
-        const float tile_amax = amax_of(tile, src_dtype, 0, len);
+        const void* t = tile + c * len * item;
+        const float tile_amax = amax_of(t, src_dtype, 0, len);
         const float scale = block_scale(tile_amax, max, for_inf, power_2, epsilon);
-        scale_inv[(c0 + c) * tiles + t] = block_scale_inverse(scale);
-        const CastStats st = body(tile, src_dtype, codes + (c0 + c) * rows + r0, len, scale, fp8);
+        scale_inv[b * cols + c0 + c] = block_scale_inverse(scale);
+        const CastStats st = body(t, src_dtype, tile_codes + c * len, len, scale, fp8);
         amax = std::max(amax, tile_amax);
         peak = std::max(peak, block_peak(tile_amax, scale, max));
         saturated += st.saturated;
         flushed += st.flushed;
       }
+      for (int64_t k = 0; k < len; ++k)
+        for (int64_t c = 0; c < cn; ++c) codes[(r0 + k) * cols + c0 + c] = tile_codes[c * len + k];
     }
-  }
   return {amax, saturated, flushed, peak};
 }
 

@@ -68,15 +68,15 @@ struct BlockCastStats {
 BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                               int64_t ld, uint8_t* codes, float* scale_inv, DType fp8, bool power_2,
                               float epsilon, SimdLevel level = simd_level());
-//   1x128 tiles of x^T (tiles along x's columns, for the product that reads x transposed): codes
-//   are cols x rows, scale_inv [cols, block_count(rows)]; the bits, scales and statistics of
-//   quantize_1x128 of x^T made contiguous (src contiguous, ld = cols), without that copy: blocks
-//   of x are transposed through a small buffer on their way to the cast (bfloat16 and float32 to
-//   E4M3: bands of 128 rows cast a chunk of columns at a time, detail::block_columns_*_e4m3_avx2).
-BlockCastStats quantize_1x128_transposed(const void* src, DType src_dtype, int64_t rows,
-                                         int64_t cols, uint8_t* codes, float* scale_inv, DType fp8,
-                                         bool power_2, float epsilon,
-                                         SimdLevel level = simd_level());
+//   128x1 tiles (the 1x128 tiles of x^T, for the product that reads x transposed, kept in x's
+//   layout): codes are rows x cols as x lies, scale_inv [block_count(rows), cols] (the tile of
+//   rows 128 t.. of column c at t * cols + c). The codes, scales and statistics are those of
+//   quantize_1x128 of x^T made contiguous, transposed back; x is read in memory order, each
+//   column's amax taken as an elementwise maximum over the band's rows (bfloat16 and float32 to
+//   E4M3: detail::column_tiles_*_e4m3_avx2).
+BlockCastStats quantize_128x1(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                              int64_t ld, uint8_t* codes, float* scale_inv, DType fp8, bool power_2,
+                              float epsilon, SimdLevel level = simd_level());
 //   128x128 blocks: scale_inv is [block_count(rows), block_count(cols)].
 BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                                 int64_t ld, uint8_t* codes, float* scale_inv, DType fp8,
@@ -98,16 +98,6 @@ namespace detail {
 void block_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t src_step, int64_t count, uint8_t* dst,
                                 int64_t dst_step, float* scale_inv, int64_t inv_step, float for_inf,
                                 bool power_2, float epsilon, BlockCastStats& st);
-// A band of 128 rows of bfloat16 (row r at src + r * ld) cast to E4M3 as 1x128 tiles of its
-// columns (quantize_1x128_transposed's tiles where the source is bfloat16 and the format E4M3):
-// `cols` columns (a multiple of 16), column c's 128 codes at dst + c * dst_step, its scale_inv at
-// scale_inv[c * inv_step]. The band is walked in chunks of columns, each chunk's rows copied into
-// a contiguous buffer as the columns' maxima are taken, the codes of 16 columns at a time taken
-// in 16-bit lanes under per-column constants and transposed in registers. Each tile's amax, scale
-// and codes are quantize_1x128's of x^T; its statistics are folded into `st`.
-void block_columns_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t cols, uint8_t* dst,
-                                  int64_t dst_step, float* scale_inv, int64_t inv_step,
-                                  float for_inf, bool power_2, float epsilon, BlockCastStats& st);
 // One 128x128 block of bfloat16 (`rows` of up to 128 rows of 128 values, row r at src + r * ld,
 // its codes at dst + r * ldd) to E4M3 codes on AVX2 under its one scale (scale_inv[0]):
 // quantize_128x128's amax, scale and codes, its statistics folded into `st`.
@@ -134,24 +124,44 @@ void blocks_128x128_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, in
                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                   bool power_2, float epsilon, const float* next,
                                   int64_t next_bytes, BlockCastStats& st);
-// block_columns_bf16_e4m3_avx2 on AVX-512 (fp8_block_avx512.cpp), with the same arguments and
-// results: 32 columns a vector in 16-bit lanes, their scales at once in float32 lanes, and each
-// column's codes of 64 rows transposed in registers into one vector.
-void block_columns_bf16_e4m3_avx512(const uint16_t* src, int64_t ld, int64_t cols, uint8_t* dst,
-                                    int64_t dst_step, float* scale_inv, int64_t inv_step,
-                                    float for_inf, bool power_2, float epsilon, BlockCastStats& st);
-// The float32 counterpart of block_columns_bf16_e4m3_avx2 (chunks of 32 columns, the codes of
-// 16 columns a row from float32 bits under per-column integer constants).
-void block_columns_f32_e4m3_avx2(const float* src, int64_t ld, int64_t cols, uint8_t* dst,
-                                 int64_t dst_step, float* scale_inv, int64_t inv_step,
-                                 float for_inf, bool power_2, float epsilon, BlockCastStats& st);
+// A band of `rows` (at most 128) rows of bfloat16 (row r at src + r * ld) cast to E4M3 as 128x1
+// tiles of its `cols` columns (at most kBlockGroupBytes / 2 + 31): row r's codes at
+// dst + r * ldd, column c's scale_inv at scale_inv[c]. Each column's largest magnitude bits from
+// one pass over the rows in memory order (an elementwise maximum), the columns' scales 16 at a
+// time, then the codes row by row while the rows are in cache, under per-column constants, 32
+// columns a step (the last, short one through a buffer).
+// Each tile's amax, scale and codes are quantize_128x1's; its statistics are folded into `st`.
+// next: null, or the first value of the band cast next (its rows at next + r * ld for r <
+// rows), whose first next_bytes of each row are fetched into L2 during the codes.
+void column_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
+                                 uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
+                                 bool power_2, float epsilon, const uint16_t* next,
+                                 int64_t next_bytes, BlockCastStats& st);
+// The float32 counterpart (fp8_block_f32_avx2.cpp), at most kBlockGroupBytes / 4 + 31 columns.
+void column_tiles_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, int64_t cols,
+                                uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
+                                bool power_2, float epsilon, const float* next, int64_t next_bytes,
+                                BlockCastStats& st);
+// column_tiles_bf16_e4m3_avx2 on AVX-512 (fp8_block_avx512.cpp), with the same arguments and
+// results: 32 columns a vector, their scales 16 at a time in float32 lanes, the codes in 16-bit
+// lanes with unsigned compares for the subnormal test and a masked tail.
+void column_tiles_bf16_e4m3_avx512(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
+                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
+                                   bool power_2, float epsilon, const uint16_t* next,
+                                   int64_t next_bytes, BlockCastStats& st);
+// The codes of 32 bfloat16 values at p (32 readable) into d through float32 lanes under each
+// one's scale (scale_of): satfinite_codes of f32(x * scale), the saturated and flushed elements
+// added to st. The AVX-512 column body's rare path.
+void column_codes32_bf16_f32_lanes(const uint16_t* p, const float* scale_of, uint8_t* d,
+                                   BlockCastStats& st);
 }  // namespace detail
 
 // One operand of the block-scaled product, seen as the matrix V (rows R, the product's K
 // columns): V[i, k] = value(codes[i * row_stride + k * col_stride]) *
 // scale_inv[(i / tile_rows) * scale_row_stride + (k / 128) * scale_col_stride]. A is V = op(A)
 // (R = M); B is V = op(B)^T (R = N). tile_rows is 1 for 1x128 tiles along K, 128 for 128x128
-// blocks.
+// blocks. A 128x1 cast of X (quantize_128x1) is the 1x128 tiles of X^T with row_stride 1: the
+// product decodes it where it lies, transposing 8 x 8 codes in registers as it packs the slice.
 struct BlockOperandView {
   const uint8_t* codes;
   int64_t row_stride;

@@ -10,11 +10,11 @@
 // or an inf, takes float32 lanes (satfinite_codes) with the saturated and flushed counts kept in
 // vector lanes across all the tiles of a call. 128x128 blocks are cast a group side by side
 // (detail::blocks_128x128_bf16_e4m3_avx2): their maxima in one pass over the group's rows, then
-// the casts while the rows are in cache. x^T's tiles are cast from x a band of 128 rows at a time
-// (detail::block_columns_bf16_e4m3_avx2): a chunk of columns copied contiguous as their maxima
-// are taken, sixteen columns' codes a row under per-column constants, transposed in registers
-// and streamed out. The same amax, scale, codes and counts as the per-tile
-// calls of the delayed-scaling cast (fp8_cast.h) that the other sources and formats take.
+// the casts while the rows are in cache. 128x1 tiles of the columns are cast a band of 128 rows
+// at a time (detail::column_tiles_bf16_e4m3_avx2): the columns' maxima elementwise over the
+// rows, then 32 columns' codes a step under per-column constants, row by row in x's layout. The
+// same amax, scale, codes and counts as the per-tile calls of the delayed-scaling cast
+// (fp8_cast.h) that the other sources and formats take.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <limits>
 
-#include "kernels/cpu/common/byte_transpose_avx2.h"
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_block_scales_avx2.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
@@ -310,163 +309,181 @@ __attribute__((target("avx2"))) void blocks_128x128_bf16_e4m3_avx2(
 
 namespace {
 
-// Columns of a band taken at a time: 128 rows of 128 bytes, a 16 KiB copy that stays in L1.
-constexpr int64_t kColumnChunk = 64;
-constexpr int kChunkGroups = kColumnChunk / 16;
+// The codes of 32 bfloat16 values (h0, h1) into d in float32 lanes under each one's scale
+// (scale_of, 32 floats): satfinite_codes of f32(x * scale), the saturated and flushed elements
+// counted.
+__attribute__((target("avx2"), always_inline)) inline void slow_codes32(__m256i h0, __m256i h1,
+                                                                        const float* scale_of,
+                                                                        uint8_t* d,
+                                                                        LaneCounts& counts) {
+  __m256i c[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m256i h = q < 2 ? h0 : h1;
+    c[q] = codes8_f32(q % 2 ? _mm256_extracti128_si256(h, 1) : _mm256_castsi256_si128(h),
+                      _mm256_load_ps(scale_of + 8 * q), counts);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), pack32_bytes(c[0], c[1], c[2], c[3]));
+}
 
-// N groups of 16 columns over the band's 128 rows from p (ld elements apart): group g's rows
-// copied to tile[g] (row k at tile[g] + 16 k; the rows themselves, often a multiple of 4 KiB
-// apart, would fall in one L1 set) and the largest magnitude bits of each column (a NaN's above
-// 0x7F80) into top[g]. The next chunk's bytes of each row are fetched into L1 meanwhile, and
-// those eight chunks on into L2 (the rows' strided lines wait on memory otherwise).
-template <int N>
-__attribute__((target("avx2"), always_inline)) inline void copy_band(
-    const uint16_t* p, int64_t ld, uint16_t (*tile)[kBlockLen * 16], __m256i* top) {
-  const __m256i abs = _mm256_set1_epi16(0x7FFF);
-  __m256i m[N];
-  for (int g = 0; g < N; ++g) m[g] = _mm256_setzero_si256();
-  for (int64_t k = 0; k < kBlockLen; ++k) {
-    const uint16_t* row = p + k * ld;
-    _mm_prefetch(reinterpret_cast<const char*>(row + kColumnChunk), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(row + kColumnChunk + 32), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(row + 8 * kColumnChunk), _MM_HINT_T1);
-    _mm_prefetch(reinterpret_cast<const char*>(row + 8 * kColumnChunk + 32), _MM_HINT_T1);
-    for (int g = 0; g < N; ++g) {
-      const __m256i h = load16(row + 16 * g);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(tile[g] + 16 * k), h);
-      // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
-      m[g] = _mm256_max_epi16(m[g], _mm256_and_si256(h, abs));
+// The codes of one row's 32 columns c.. of a band (h0, h1: their bfloat16 bits) into d: in 16-bit
+// lanes (codes16_pow2_in_range) where the 32 columns take them (slow false) and none of the 32
+// values' codes is subnormal or flushed (0 < |h| < normal_from, normal_from = rebias + 128), else
+// in float32 lanes under each column's scale (satfinite_codes of f32(x * scale), the saturated
+// and flushed elements counted).
+__attribute__((target("avx2"), always_inline)) inline void column_codes32(
+    __m256i h0, __m256i h1, bool slow, const uint16_t* rebias, const float* scale_of, uint8_t* d,
+    LaneCounts& counts) {
+  if (!slow) [[likely]] {
+    const __m256i rb0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias));
+    const __m256i rb1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias + 16));
+    __m256i unused = _mm256_setzero_si256();
+    const __m256i c0 = codes16_pow2_in_range<3, 7>(h0, rb0, &unused);
+    const __m256i c1 = codes16_pow2_in_range<3, 7>(h1, rb1, &unused);
+    // |h| - 1 below normal_from - 1 = rebias + 127 (0 wraps to 0xFFFF).
+    const __m256i abs = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
+    const __m256i below = _mm256_set1_epi16(127);
+    const __m256i d0 = _mm256_subs_epu16(_mm256_add_epi16(rb0, below),
+                                         _mm256_sub_epi16(_mm256_and_si256(h0, abs), one));
+    const __m256i d1 = _mm256_subs_epu16(_mm256_add_epi16(rb1, below),
+                                         _mm256_sub_epi16(_mm256_and_si256(h1, abs), one));
+    const __m256i any = _mm256_or_si256(d0, d1);
+    if (_mm256_testz_si256(any, any)) [[likely]] {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), pack32_bytes16(c0, c1));
+      return;
     }
   }
-  for (int g = 0; g < N; ++g) top[g] = m[g];
-}
-
-// Column j of a group's copy as 128 contiguous values.
-inline void gather_column(const uint16_t* tile, int j, uint16_t* column) {
-  for (int k = 0; k < kBlockLen; ++k) column[k] = tile[16 * k + j];
-}
-
-// The scales of 16 columns from their largest magnitude bits (top, 16-bit lanes; a NaN's above
-// 0x7F80), block_scales8 twice: scale_of, inv, amax_of (each column's amax),
-// codes16_pow2_in_range's rebias and normal_from in 16-bit lanes. Returns the mask of the columns
-// the 16-bit lanes take.
-__attribute__((target("avx2"), always_inline)) inline unsigned column_scales16(
-    __m256i top, float for_inf, bool power_2, float epsilon, float* inv, float* amax_of,
-    float* scale_of, __m256i& rebias, __m256i& normal_from, __m256& amax_acc, __m256d& top_acc) {
-  __m256i rb[2], nf[2];
-  unsigned fast = 0;
-  for (int h = 0; h < 2; ++h) {
-    const __m256i b32 =
-        _mm256_cvtepu16_epi32(h ? _mm256_extracti128_si256(top, 1) : _mm256_castsi256_si128(top));
-    const __m256i nan = _mm256_cmpgt_epi32(b32, _mm256_set1_epi32(0x7F80));
-    const __m256 amax = _mm256_castsi256_ps(_mm256_slli_epi32(b32, 16));
-    _mm256_storeu_ps(amax_of + 8 * h, amax);
-    __m256i ok;
-    const __m256i e = block_scales8(amax, nan, for_inf, power_2, epsilon, scale_of + 8 * h,
-                                    inv + 8 * h, amax_acc, top_acc, ok);
-    fast |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << (8 * h);
-    rb[h] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 7);
-    nf[h] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(121), e), 7);
-  }
-  rebias = _mm256_permute4x64_epi64(_mm256_packs_epi32(rb[0], rb[1]), 0xD8);
-  normal_from = _mm256_permute4x64_epi64(_mm256_packs_epi32(nf[0], nf[1]), 0xD8);
-  return fast;
+  slow_codes32(h0, h1, scale_of, d, counts);
 }
 
 }  // namespace
 
-__attribute__((target("avx2"))) void block_columns_bf16_e4m3_avx2(
-    const uint16_t* src, int64_t ld, int64_t cols, uint8_t* dst, int64_t dst_step, float* scale_inv,
-    int64_t inv_step, float for_inf, bool power_2, float epsilon, BlockCastStats& st) {
+__attribute__((target("avx2"))) void column_codes32_bf16_f32_lanes(const uint16_t* p,
+                                                                   const float* scale_of,
+                                                                   uint8_t* d, BlockCastStats& st) {
   LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
-  float amax_max = st.amax;
-  double top_max = 0.0;
-  // The codes bypass the caches (they are not read back here) where every column's 128 codes
-  // start on a 32-byte boundary.
-  const bool stream = reinterpret_cast<uintptr_t>(dst) % 32 == 0 && dst_step % 32 == 0;
-  alignas(32) uint16_t tile[kChunkGroups][kBlockLen * 16];
-  alignas(32) uint8_t out[16][kBlockLen];
-  alignas(32) uint16_t column[kBlockLen];
-  alignas(32) float inv[16], amax_of[16], scale_of[16];
-  __m256 amax_acc = _mm256_setzero_ps();
-  __m256d top_acc = _mm256_setzero_pd();
-  Lanes lanes[16];
-  bool nan[16];
-  for (int64_t c0 = 0; c0 < cols; c0 += kColumnChunk) {
-    const int groups = static_cast<int>(std::min(kColumnChunk, cols - c0) / 16);
-    __m256i top[kChunkGroups];
-    switch (groups) {
-      case 4:
-        copy_band<4>(src + c0, ld, tile, top);
-        break;
-      case 3:
-        copy_band<3>(src + c0, ld, tile, top);
-        break;
-      case 2:
-        copy_band<2>(src + c0, ld, tile, top);
-        break;
-      default:
-        copy_band<1>(src + c0, ld, tile, top);
-        break;
-    }
-    for (int g = 0; g < groups; ++g) {
-      const int64_t c = c0 + 16 * g;
-      const uint16_t* t = tile[g];
-      // The columns' scales and their lanes' constants of codes16_pow2_in_range, 16 at a time; a
-      // column outside them (a NaN or an inf, a scale not a power of 2 or above 2^120) is cast
-      // below from a copy of its tile by the row tiles' body, a NaN's scale found again without it.
-      __m256i rb, from;
-      unsigned fallback = ~column_scales16(top[g], for_inf, power_2, epsilon, inv, amax_of,
-                                           scale_of, rb, from, amax_acc, top_acc) &
-                          0xFFFFu;
-      const auto nan_bits = static_cast<unsigned>(
-          _mm256_movemask_epi8(_mm256_cmpgt_epi16(top[g], _mm256_set1_epi16(0x7F80))));
-      for (int j = 0; j < 16; ++j) {
-        nan[j] = (nan_bits >> (2 * j)) & 1u;
-        if (nan[j]) {
-          gather_column(t, j, column);
-          const float amax = bf16_bits_to_float(max_magnitude_128(column));
-          const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-          inv[j] = block_scale_inverse(scale);
-          amax_max = std::max(amax_max, amax);
-          fold_top(amax, scale, top_max);
-          lanes[j] = lanes_of(amax, scale);
-        }
-        scale_inv[(c + j) * inv_step] = inv[j];
-      }
-      __m256i low = _mm256_set1_epi16(-1);
-      for (int sub = 0; sub < kBlockLen / 32; ++sub) {
-        // Rows k (low 128-bit lane) and k + 16 (high) of the 32 as 16 code bytes each, then
-        // transposed into the columns' 32 bytes.
-        __m256i x[16];
-        const uint16_t* q = t + 16 * 32 * sub;
-        for (int k = 0; k < 16; ++k) {
-          const __m256i lo = codes16_pow2_in_range<3, 7>(load16(q + 16 * k), rb, &low);
-          const __m256i hi = codes16_pow2_in_range<3, 7>(load16(q + 16 * (k + 16)), rb, &low);
-          x[k] = _mm256_permute4x64_epi64(_mm256_packus_epi16(lo, hi), 0xD8);
-        }
-        transpose16x16_bytes(x);
-        for (int j = 0; j < 16; ++j)
-          _mm256_store_si256(reinterpret_cast<__m256i*>(out[j] + 32 * sub), x[j]);
-      }
-      // Columns with a value whose code is subnormal or flushed (0 < |h| < normal_from).
-      const __m256i below = _mm256_xor_si256(
-          _mm256_cmpeq_epi16(_mm256_subs_epu16(_mm256_sub_epi16(from, _mm256_set1_epi16(1)), low),
-                             _mm256_setzero_si256()),
-          _mm256_set1_epi16(-1));
-      const auto below_bits =
-          static_cast<unsigned>(_mm256_movemask_epi8(_mm256_packs_epi16(below, below)));
-      fallback |= (below_bits & 0xFFu) | ((below_bits >> 8) & 0xFF00u);
-      for (unsigned f = fallback; f; f &= f - 1) {
-        const int j = __builtin_ctz(f);
-        if (!nan[j]) lanes[j] = lanes_of(amax_of[j], scale_of[j]);
-        gather_column(t, j, column);
-        cast_128(column, out[j], nan[j], lanes[j], counts);
-      }
-      store_columns16(&out[0][0], kBlockLen, dst, c, dst_step, stream);
+  slow_codes32(load16(p), load16(p + 16), scale_of, d, counts);
+  st.saturated += lane_sum(counts.saturated);
+  st.flushed += lane_sum(counts.flushed);
+}
+
+__attribute__((target("avx2"))) void column_tiles_bf16_e4m3_avx2(
+    const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint8_t* dst, int64_t ldd,
+    float* scale_inv, float for_inf, bool power_2, float epsilon, const uint16_t* next,
+    int64_t next_bytes, BlockCastStats& st) {
+  // Columns past the last multiple of 32 (`tail` of them) take the same steps through a row
+  // buffer padded with zeros (whose code is 0 under scale 1: nothing counted or measured).
+  constexpr int64_t kMaxCols = kBlockGroupBytes / 2 + 32;
+  const int64_t full = cols / 32 * 32, tail = cols - full, padded = full + (tail ? 32 : 0);
+  const __m256i abs = _mm256_set1_epi16(0x7FFF);
+  alignas(32) uint16_t rest[32] = {};
+  const auto rest_of = [&](int64_t r) {
+    std::copy_n(src + r * ld + full, tail, rest);
+    return rest;
+  };
+  // Each column's largest magnitude bits (a NaN's above 0x7F80): an elementwise maximum over
+  // the rows, read in memory order, two rows at a time.
+  alignas(32) uint16_t top[kMaxCols];
+  for (int64_t c = 0; c < padded; c += 16)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(top + c), _mm256_setzero_si256());
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    const uint16_t* p = src + r * ld;
+    for (int64_t c = 0; c < full; c += 16) {
+      auto* t = reinterpret_cast<__m256i*>(top + c);
+      // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
+      const __m256i m = _mm256_max_epi16(_mm256_and_si256(load16(p + c), abs),
+                                         _mm256_and_si256(load16(p + ld + c), abs));
+      _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t), m));
     }
   }
-  if (stream) _mm_sfence();
+  for (; r < rows; ++r)
+    for (int64_t c = 0; c < full; c += 16) {
+      auto* t = reinterpret_cast<__m256i*>(top + c);
+      _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t),
+                                             _mm256_and_si256(load16(src + r * ld + c), abs)));
+    }
+  if (tail)
+    for (r = 0; r < rows; ++r) {
+      const uint16_t* p = rest_of(r);
+      for (int64_t c = 0; c < 32; c += 16) {
+        auto* t = reinterpret_cast<__m256i*>(top + full + c);
+        _mm256_store_si256(
+            t, _mm256_max_epi16(_mm256_load_si256(t), _mm256_and_si256(load16(p + c), abs)));
+      }
+    }
+  // The columns' scales 16 at a time (block_scales8 twice), codes16_pow2_in_range's rebias for
+  // each, and for each 32 columns whether all of them take the 16-bit lanes (a power-of-2 scale
+  // 2^e with e <= 120, amax * scale within E4M3's range, no NaN). A column holding a NaN has its
+  // amax found again, each NaN passed over, by a walk down the column.
+  alignas(32) uint16_t rebias[kMaxCols];
+  alignas(32) float scale_of[kMaxCols];
+  alignas(32) float inv[kMaxCols];
+  bool slow[kMaxCols / 32];
+  __m256 amax_acc = _mm256_setzero_ps();
+  __m256d top_acc = _mm256_setzero_pd();
+  float amax_max = st.amax;
+  double top_max = 0.0;
+  for (int64_t c = 0; c < padded; c += 16) {
+    const __m256i t = _mm256_load_si256(reinterpret_cast<const __m256i*>(top + c));
+    __m256i rb[2];
+    unsigned fast = 0, nan = 0;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i b32 =
+          _mm256_cvtepu16_epi32(h ? _mm256_extracti128_si256(t, 1) : _mm256_castsi256_si128(t));
+      const __m256i nan_lanes = _mm256_cmpgt_epi32(b32, _mm256_set1_epi32(0x7F80));
+      const __m256 amax = _mm256_castsi256_ps(_mm256_slli_epi32(b32, 16));
+      __m256i ok;
+      const __m256i e = block_scales8(amax, nan_lanes, for_inf, power_2, epsilon,
+                                      scale_of + c + 8 * h, inv + c + 8 * h, amax_acc, top_acc, ok);
+      fast |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << (8 * h);
+      nan |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes))) << (8 * h);
+      rb[h] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 7);
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(rebias + c),
+                       _mm256_permute4x64_epi64(_mm256_packs_epi32(rb[0], rb[1]), 0xD8));
+    for (; nan; nan &= nan - 1) {
+      const int64_t j = c + __builtin_ctz(nan);
+      uint16_t bits = 0;
+      for (int64_t k = 0; k < rows; ++k) {
+        const auto a = static_cast<uint16_t>(src[k * ld + j] & 0x7FFF);
+        if (a <= 0x7F80) bits = std::max(bits, a);
+      }
+      const float amax = bf16_bits_to_float(bits);
+      const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+      scale_of[j] = scale;
+      inv[j] = block_scale_inverse(scale);
+      amax_max = std::max(amax_max, amax);
+      fold_top(amax, scale, top_max);
+    }
+    const bool all = fast == 0xFFFFu;
+    if (c % 32 == 0)
+      slow[c / 32] = !all;
+    else
+      slow[c / 32] |= !all;
+  }
+  std::copy_n(inv, cols, scale_inv);
+  // The codes row by row, 32 columns a step, while the rows are in cache. The next band's or
+  // group's rows are fetched into L2 meanwhile, at the pace of the codes.
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  const int64_t ahead = next != nullptr ? next_bytes : 0;
+  alignas(32) uint8_t rest_codes[32];
+  for (r = 0; r < rows; ++r) {
+    const uint16_t* p = src + r * ld;
+    uint8_t* d = dst + r * ldd;
+    const auto* line = reinterpret_cast<const char*>(next + r * ld);
+    if (ahead > 0) touch_pages(line, ahead);
+    for (int64_t c = 0; c < full; c += 32) {
+      if (2 * c < ahead) _mm_prefetch(line + 2 * c, _MM_HINT_T1);
+      column_codes32(load16(p + c), load16(p + c + 16), slow[c / 32], rebias + c, scale_of + c,
+                     d + c, counts);
+    }
+    if (tail) {
+      const uint16_t* q = rest_of(r);
+      column_codes32(load16(q), load16(q + 16), slow[full / 32], rebias + full, scale_of + full,
+                     rest_codes, counts);
+      std::copy_n(rest_codes, tail, d + full);
+    }
+  }
   finish_columns(amax_acc, top_acc, amax_max, top_max, counts, st);
 }
 

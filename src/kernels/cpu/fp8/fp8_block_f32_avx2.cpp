@@ -1,7 +1,7 @@
 // The block recipe's float32 casts to E4M3 on AVX2 (fp8_block.h): 1x128 tiles
 // (detail::block_tiles_f32_e4m3_avx2), 128x128 blocks a group side by side
-// (detail::blocks_128x128_f32_e4m3_avx2) and x^T's 1x128 tiles from x a band of 128 rows at a
-// time (detail::block_columns_f32_e4m3_avx2), the float32 counterparts of fp8_block_avx2.cpp's
+// (detail::blocks_128x128_f32_e4m3_avx2) and 128x1 tiles of the columns a band of 128 rows at a
+// time (detail::column_tiles_f32_e4m3_avx2), the float32 counterparts of fp8_block_avx2.cpp's
 // bfloat16 bodies. A tile's amax is the integer maximum of its magnitude bits (a NaN's lie above
 // infinity's), its scale block_scale's, and its codes come from the values still in L1 or L2.
 // Under a power-of-2 scale 2^e (the recipe's default) with the tile's amax * 2^e within E4M3's
@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <limits>
 
-#include "kernels/cpu/common/byte_transpose_avx2.h"
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_block_scales_avx2.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
@@ -273,155 +272,171 @@ __attribute__((target("avx2"))) void blocks_128x128_f32_e4m3_avx2(
 }  // namespace mantissa::kernels::fp8::detail
 
 namespace mantissa::kernels::fp8::detail {
+
 namespace {
 
-// Columns of a band taken at a time: 128 rows of 128 bytes, a 16 KiB copy that stays in L1.
-constexpr int64_t kColumnChunk = 32;
-constexpr int kChunkGroups = kColumnChunk / 16;
-
-// N groups of 16 columns over the band's 128 rows from p (ld elements apart): group g's rows
-// copied to tile[g] (row k at tile[g] + 16 k; the rows themselves, often a multiple of 4 KiB
-// apart, would fall in one L1 set) and the largest magnitude bits of each column (a NaN's above
-// kInfBits) into top[2 g] (columns 0-7) and top[2 g + 1] (8-15). The next chunk's bytes of each
-// row are fetched into L1 meanwhile, and those eight chunks on into L2.
-template <int N>
-__attribute__((target("avx2"), always_inline)) inline void copy_band(const float* p, int64_t ld,
-                                                                     float (*tile)[kBlockLen * 16],
-                                                                     __m256i* top) {
-  const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
-  __m256i m[2 * N];
-  for (int g = 0; g < 2 * N; ++g) m[g] = _mm256_setzero_si256();
-  for (int64_t k = 0; k < kBlockLen; ++k) {
-    const float* row = p + k * ld;
-    _mm_prefetch(reinterpret_cast<const char*>(row + kColumnChunk), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(row + kColumnChunk + 16), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(row + 8 * kColumnChunk), _MM_HINT_T1);
-    _mm_prefetch(reinterpret_cast<const char*>(row + 8 * kColumnChunk + 16), _MM_HINT_T1);
-    for (int g = 0; g < N; ++g)
-      for (int h = 0; h < 2; ++h) {
-        const __m256i x = load8i(row + 16 * g + 8 * h);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(tile[g] + 16 * k + 8 * h), x);
-        // Magnitude bits are at most 0x7FFFFFFF: a signed maximum orders them.
-        m[2 * g + h] = _mm256_max_epi32(m[2 * g + h], _mm256_and_si256(x, abs));
-      }
+// The codes of one row's 32 columns at p into d: the integer codes (code_of) where the 32 columns
+// take them (slow false) and none of the 32 values' codes is subnormal or flushed (0 < |x| <
+// normal_from: |x| - 1 below normal_from - 1, which is rebias + 2^23 + 2^19 - 2), else the
+// float32 lanes under each column's scale (satfinite_codes of f32(x * scale), the saturated and
+// flushed elements counted).
+__attribute__((target("avx2"), always_inline)) inline void column_codes32(const float* p, bool slow,
+                                                                          const int32_t* rebias,
+                                                                          const float* scale_of,
+                                                                          uint8_t* d,
+                                                                          LaneCounts& counts) {
+  if (!slow) [[likely]] {
+    const __m256i to_below = _mm256_set1_epi32((1 << 23) + (1 << 19) - 2);
+    __m256i x[4], code[4];
+    __m256i ok = _mm256_set1_epi32(-1);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      x[q] = load8i(p + 8 * q);
+      const __m256i rb = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias + 8 * q));
+      __m256i low = _mm256_set1_epi32(-1);
+      code[q] = code_of(x[q], rb, low);
+      const __m256i below = _mm256_add_epi32(rb, to_below);
+      ok = _mm256_and_si256(ok, _mm256_cmpeq_epi32(_mm256_max_epu32(low, below), low));
+    }
+    if (_mm256_movemask_epi8(ok) == -1) [[likely]] {
+      // The codes (0 to 0x7E) and x's signs (kept by the signed packs) in the same byte order.
+      const __m256i codes = _mm256_packus_epi16(_mm256_packus_epi32(code[0], code[1]),
+                                                _mm256_packus_epi32(code[2], code[3]));
+      const __m256i signs =
+          _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
+      const __m256i bytes = _mm256_or_si256(
+          codes, _mm256_and_si256(signs, _mm256_set1_epi8(static_cast<char>(0x80))));
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(d),
+          _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+      return;
+    }
   }
-  for (int g = 0; g < 2 * N; ++g) top[g] = m[g];
-}
-
-// Column j of a group's copy as 128 contiguous values.
-inline void gather_column(const float* tile, int j, float* column) {
-  for (int k = 0; k < kBlockLen; ++k) column[k] = tile[16 * k + j];
-}
-
-// The codes of rows k (low 128-bit lane) and k + 16 (high) of a group's copy, 16 bytes each in
-// column order, under the columns' integer constants (rb0: columns 0-7, rb1: 8-15).
-__attribute__((target("avx2"), always_inline)) inline __m256i codes_of_rows(
-    const float* t, __m256i rb0, __m256i rb1, __m256i& low0, __m256i& low1) {
-  const __m256i a0 = load8i(t), a1 = load8i(t + 8);
-  const __m256i b0 = load8i(t + 16 * 16), b1 = load8i(t + 16 * 16 + 8);
-  const __m256i ca = _mm256_packus_epi32(code_of(a0, rb0, low0), code_of(a1, rb1, low1));
-  const __m256i cb = _mm256_packus_epi32(code_of(b0, rb0, low0), code_of(b1, rb1, low1));
-  const __m256i signs = _mm256_packs_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(b0, b1));
-  const __m256i bytes =
-      _mm256_or_si256(_mm256_packus_epi16(ca, cb),
-                      _mm256_and_si256(signs, _mm256_set1_epi8(static_cast<char>(0x80))));
-  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  const __m256 max = _mm256_set1_ps(kE4m3Max);
+  __m256i code[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m256 x = _mm256_loadu_ps(p + 8 * q);
+    code[q] = counted_codes<3, 7, 0x7e>(x, _mm256_mul_ps(x, _mm256_load_ps(scale_of + 8 * q)), max,
+                                        counts);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
+                      pack32_bytes(code[0], code[1], code[2], code[3]));
 }
 
 }  // namespace
 
-__attribute__((target("avx2"))) void block_columns_f32_e4m3_avx2(
-    const float* src, int64_t ld, int64_t cols, uint8_t* dst, int64_t dst_step, float* scale_inv,
-    int64_t inv_step, float for_inf, bool power_2, float epsilon, BlockCastStats& st) {
-  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
-  float amax_max = st.amax;
-  double top_max = 0.0;
-  // The codes bypass the caches (they are not read back here) where every column's 128 codes
-  // start on a 32-byte boundary.
-  const bool stream = reinterpret_cast<uintptr_t>(dst) % 32 == 0 && dst_step % 32 == 0;
-  alignas(32) float tile[kChunkGroups][kBlockLen * 16];
-  alignas(32) uint8_t out[16][kBlockLen];
-  alignas(32) float column[kBlockLen];
-  alignas(32) float inv[16], amax_of[16], scale_of[16];
-  __m256 amax_acc = _mm256_setzero_ps();
-  __m256d top_acc = _mm256_setzero_pd();
-  Lanes lanes[16];
-  bool nan[16];
-  for (int64_t c0 = 0; c0 < cols; c0 += kColumnChunk) {
-    const int groups = static_cast<int>(std::min(kColumnChunk, cols - c0) / 16);
-    __m256i top[2 * kChunkGroups];
-    if (groups == 2)
-      copy_band<2>(src + c0, ld, tile, top);
-    else
-      copy_band<1>(src + c0, ld, tile, top);
-    for (int g = 0; g < groups; ++g) {
-      const int64_t c = c0 + 16 * g;
-      const float* t = tile[g];
-      // The columns' scales and their lanes' integer constants, 8 at a time; a column outside
-      // them (a NaN or an inf, a scale not a power of 2 or above 2^120) is cast below from a copy
-      // of its tile by the row tiles' body, a NaN's scale found again without it.
-      __m256i rbs[2], belows[2];
-      unsigned fallback = 0, nan_bits = 0;
-      for (int h = 0; h < 2; ++h) {
-        const __m256i b = top[2 * g + h];
-        const __m256i nan_lanes =
-            _mm256_cmpgt_epi32(b, _mm256_set1_epi32(static_cast<int>(kInfBits)));
-        __m256i ok;
-        const __m256i e =
-            block_scales8(_mm256_castsi256_ps(b), nan_lanes, for_inf, power_2, epsilon,
-                          scale_of + 8 * h, inv + 8 * h, amax_acc, top_acc, ok);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(amax_of + 8 * h), b);
-        fallback |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << (8 * h);
-        nan_bits |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes)))
-                    << (8 * h);
-        const __m256i shift = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 23);
-        rbs[h] = _mm256_sub_epi32(shift, _mm256_set1_epi32((1 << 19) - 1));
-        belows[h] = _mm256_sub_epi32(_mm256_add_epi32(shift, _mm256_set1_epi32(1 << 23)),
-                                     _mm256_set1_epi32(1));
-      }
-      fallback = ~fallback & 0xFFFFu;
-      for (int j = 0; j < 16; ++j) {
-        nan[j] = (nan_bits >> j) & 1u;
-        if (nan[j]) {
-          gather_column(t, j, column);
-          const float amax = std::bit_cast<float>(max_magnitude_128(column));
-          const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-          inv[j] = block_scale_inverse(scale);
-          amax_max = std::max(amax_max, amax);
-          fold_top(amax, scale, top_max);
-          lanes[j] = lanes_of(amax, scale);
-        }
-        scale_inv[(c + j) * inv_step] = inv[j];
-      }
-      const __m256i rb0 = rbs[0], rb1 = rbs[1];
-      __m256i low0 = _mm256_set1_epi32(-1), low1 = _mm256_set1_epi32(-1);
-      for (int sub = 0; sub < kBlockLen / 32; ++sub) {
-        // Rows k and k + 16 of the 32 as 16 code bytes each, then transposed into the columns'
-        // 32 bytes.
-        __m256i x[16];
-        const float* q = t + 16 * 32 * sub;
-        for (int k = 0; k < 16; ++k) x[k] = codes_of_rows(q + 16 * k, rb0, rb1, low0, low1);
-        transpose16x16_bytes(x);
-        for (int j = 0; j < 16; ++j)
-          _mm256_store_si256(reinterpret_cast<__m256i*>(out[j] + 32 * sub), x[j]);
-      }
-      // Columns with a value whose code is subnormal or flushed (0 < |x| < normal_from: |x| - 1
-      // below normal_from - 1).
-      const __m256i ok0 = _mm256_cmpeq_epi32(_mm256_max_epu32(low0, belows[0]), low0);
-      const __m256i ok1 = _mm256_cmpeq_epi32(_mm256_max_epu32(low1, belows[1]), low1);
-      const unsigned ok = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok0))) |
-                          static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok1))) << 8;
-      fallback |= ~ok & 0xFFFFu;
-      for (unsigned f = fallback; f; f &= f - 1) {
-        const int j = __builtin_ctz(f);
-        if (!nan[j]) lanes[j] = lanes_of(amax_of[j], scale_of[j]);
-        gather_column(t, j, column);
-        cast_128(column, out[j], nan[j], lanes[j], counts);
-      }
-      store_columns16(&out[0][0], kBlockLen, dst, c, dst_step, stream);
+__attribute__((target("avx2"))) void column_tiles_f32_e4m3_avx2(
+    const float* src, int64_t ld, int64_t rows, int64_t cols, uint8_t* dst, int64_t ldd,
+    float* scale_inv, float for_inf, bool power_2, float epsilon, const float* next,
+    int64_t next_bytes, BlockCastStats& st) {
+  // Columns past the last multiple of 32 (`tail` of them) take the same steps through a row
+  // buffer padded with zeros (whose code is 0 under scale 1: nothing counted or measured).
+  constexpr int64_t kMaxCols = kBlockGroupBytes / 4 + 32;
+  const int64_t full = cols / 32 * 32, tail = cols - full, padded = full + (tail ? 32 : 0);
+  const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
+  alignas(32) float rest[32] = {};
+  const auto rest_of = [&](int64_t r) {
+    std::copy_n(src + r * ld + full, tail, rest);
+    return rest;
+  };
+  // Each column's largest magnitude bits (a NaN's above kInfBits): an elementwise maximum over
+  // the rows, read in memory order, two rows at a time.
+  alignas(32) uint32_t top[kMaxCols];
+  for (int64_t c = 0; c < padded; c += 8)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(top + c), _mm256_setzero_si256());
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    const float* p = src + r * ld;
+    for (int64_t c = 0; c < full; c += 8) {
+      auto* t = reinterpret_cast<__m256i*>(top + c);
+      // Magnitude bits are at most 0x7FFFFFFF: a signed maximum orders them.
+      const __m256i m = _mm256_max_epi32(_mm256_and_si256(load8i(p + c), abs),
+                                         _mm256_and_si256(load8i(p + ld + c), abs));
+      _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t), m));
     }
   }
-  if (stream) _mm_sfence();
+  for (; r < rows; ++r)
+    for (int64_t c = 0; c < full; c += 8) {
+      auto* t = reinterpret_cast<__m256i*>(top + c);
+      _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t),
+                                             _mm256_and_si256(load8i(src + r * ld + c), abs)));
+    }
+  if (tail)
+    for (r = 0; r < rows; ++r) {
+      const float* p = rest_of(r);
+      for (int64_t c = 0; c < 32; c += 8) {
+        auto* t = reinterpret_cast<__m256i*>(top + full + c);
+        _mm256_store_si256(
+            t, _mm256_max_epi32(_mm256_load_si256(t), _mm256_and_si256(load8i(p + c), abs)));
+      }
+    }
+  // The columns' scales 8 at a time (block_scales8), the integer codes' rebias for each (Lanes),
+  // and for each 32 columns whether all of them take the integer codes (a power-of-2 scale 2^e
+  // with e <= 120, amax * scale within E4M3's range, no NaN). A column holding a NaN has its
+  // amax found again, each NaN passed over, by a walk down the column.
+  alignas(32) int32_t rebias[kMaxCols];
+  alignas(32) float scale_of[kMaxCols];
+  alignas(32) float inv[kMaxCols];
+  bool slow[kMaxCols / 32];
+  __m256 amax_acc = _mm256_setzero_ps();
+  __m256d top_acc = _mm256_setzero_pd();
+  float amax_max = st.amax;
+  double top_max = 0.0;
+  for (int64_t c = 0; c < padded; c += 8) {
+    const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(top + c));
+    const __m256i nan_lanes = _mm256_cmpgt_epi32(b, _mm256_set1_epi32(static_cast<int>(kInfBits)));
+    __m256i ok;
+    const __m256i e = block_scales8(_mm256_castsi256_ps(b), nan_lanes, for_inf, power_2, epsilon,
+                                    scale_of + c, inv + c, amax_acc, top_acc, ok);
+    const __m256i shift = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 23);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(rebias + c),
+                       _mm256_sub_epi32(shift, _mm256_set1_epi32((1 << 19) - 1)));
+    for (auto nan = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes))); nan;
+         nan &= nan - 1) {
+      const int64_t j = c + __builtin_ctz(nan);
+      uint32_t bits = 0;
+      for (int64_t k = 0; k < rows; ++k) {
+        const uint32_t a = std::bit_cast<uint32_t>(src[k * ld + j]) & 0x7FFFFFFFu;
+        if (a <= kInfBits) bits = std::max(bits, a);
+      }
+      const float amax = std::bit_cast<float>(bits);
+      const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+      scale_of[j] = scale;
+      inv[j] = block_scale_inverse(scale);
+      amax_max = std::max(amax_max, amax);
+      fold_top(amax, scale, top_max);
+    }
+    const bool all = _mm256_movemask_ps(_mm256_castsi256_ps(ok)) == 0xFF;
+    if (c % 32 == 0)
+      slow[c / 32] = !all;
+    else
+      slow[c / 32] |= !all;
+  }
+  std::copy_n(inv, cols, scale_inv);
+  // The codes row by row, 32 columns a step, while the rows are in cache. The next band's or
+  // group's rows are fetched into L2 meanwhile, at the pace of the codes.
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  const int64_t ahead = next != nullptr ? next_bytes : 0;
+  alignas(32) uint8_t rest_codes[32];
+  for (r = 0; r < rows; ++r) {
+    const float* p = src + r * ld;
+    uint8_t* d = dst + r * ldd;
+    const auto* line = reinterpret_cast<const char*>(next + r * ld);
+    if (ahead > 0) touch_pages(line, ahead);
+    for (int64_t c = 0; c < full; c += 32) {
+      if (4 * c < ahead) {
+        _mm_prefetch(line + 4 * c, _MM_HINT_T1);
+        _mm_prefetch(line + 4 * c + 64, _MM_HINT_T1);
+      }
+      column_codes32(p + c, slow[c / 32], rebias + c, scale_of + c, d + c, counts);
+    }
+    if (tail) {
+      column_codes32(rest_of(r), slow[full / 32], rebias + full, scale_of + full, rest_codes,
+                     counts);
+      std::copy_n(rest_codes, tail, d + full);
+    }
+  }
   finish_columns(amax_acc, top_acc, amax_max, top_max, counts, st);
 }
 

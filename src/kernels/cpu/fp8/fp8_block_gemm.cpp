@@ -153,17 +153,23 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
     const int64_t k0 = kb * kBlockLen, kl = std::min(kBlockLen, K - k0);
     const bool first = kb == 0 && !cleared;
     for (int64_t i = 0; i < mlen; ++i) p.sa[i] = scale_of(a, m0 + i, kb);
-    for (int64_t i = 0; i < mlen; ++i) {
-      const uint8_t* row = a.codes + (m0 + i) * a.row_stride + k0 * a.col_stride;
-      // Rows lie row_stride bytes apart: the row 4 ahead is fetched while this one is decoded.
-      if (a.col_stride == 1 && i + 4 < mlen)
-        for (int64_t k = 0; k < kl; k += 64) __builtin_prefetch(row + 4 * a.row_stride + k);
-      float* dst = ap + i * kBlockLen;
-      if (a.col_stride == 1)
-        t.decode(a, row, kl, dst, ta);
-      else
-        for (int64_t k = 0; k < kl; ++k) dst[k] = ta[row[k * a.col_stride]];
-    }
+    if (a.row_stride == 1 && a.col_stride != 1 && t.vec && a.fp8 == kFloat8_e4m3fn) {
+      // A's rows lie down its stored columns (a 128x1 cast read transposed): the slice's kl
+      // stored rows decoded 8 x 8 codes at a time straight into the panel's rows.
+      code_panels::decode_e4m3_transposed(a.codes + m0 + k0 * a.col_stride, a.col_stride, kl, mlen,
+                                          {ta[0x7F], ta[0xFF]}, ap, kBlockLen);
+    } else
+      for (int64_t i = 0; i < mlen; ++i) {
+        const uint8_t* row = a.codes + (m0 + i) * a.row_stride + k0 * a.col_stride;
+        // Rows lie row_stride bytes apart: the row 4 ahead is fetched while this one is decoded.
+        if (a.col_stride == 1 && i + 4 < mlen)
+          for (int64_t k = 0; k < kl; k += 64) __builtin_prefetch(row + 4 * a.row_stride + k);
+        float* dst = ap + i * kBlockLen;
+        if (a.col_stride == 1)
+          t.decode(a, row, kl, dst, ta);
+        else
+          for (int64_t k = 0; k < kl; ++k) dst[k] = ta[row[k * a.col_stride]];
+      }
     for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
       const int64_t ql = std::min(kNb, n0 + nlen - q0);
       if (b.col_stride == 1 && t.vec && b.fp8 == kFloat8_e4m3fn) {
