@@ -124,6 +124,16 @@ void blocks_128x128_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, in
                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                   bool power_2, float epsilon, const float* next,
                                   int64_t next_bytes, BlockCastStats& st);
+// The first of the column bodies' per-column maxima within `buffer` (4 KiB more than they need,
+// 64-byte aligned): 64-byte aligned and half a page from `src` in address bits 0-11. At a
+// multiple of 4 KiB apart (as a stack and a heap layout may place them), every load of a source
+// row waits on the store of the maxima before it (4 KiB aliasing).
+template <typename T>
+T* half_a_page_from(T* buffer, const void* src) {
+  const auto gap = (reinterpret_cast<uintptr_t>(src) + 2048 - reinterpret_cast<uintptr_t>(buffer)) &
+                   4095 & ~uintptr_t{63};
+  return buffer + gap / sizeof(T);
+}
 // A band of `rows` (at most 128) rows of bfloat16 (row r at src + r * ld) cast to E4M3 as 128x1
 // tiles of its `cols` columns (at most kBlockGroupBytes / 2 + 31): row r's codes at
 // dst + r * ldd, column c's scale_inv at scale_inv[c]. Each column's largest magnitude bits from

@@ -382,7 +382,8 @@ __attribute__((target("avx2"))) void column_tiles_bf16_e4m3_avx2(
   };
   // Each column's largest magnitude bits (a NaN's above 0x7F80): an elementwise maximum over
   // the rows, read in memory order, two rows at a time.
-  alignas(32) uint16_t top[kMaxCols];
+  alignas(64) uint16_t top_buffer[kMaxCols + 2048];
+  uint16_t* top = half_a_page_from(top_buffer, src);
   for (int64_t c = 0; c < padded; c += 16)
     _mm256_store_si256(reinterpret_cast<__m256i*>(top + c), _mm256_setzero_si256());
   int64_t r = 0;

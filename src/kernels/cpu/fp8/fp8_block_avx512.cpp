@@ -123,7 +123,8 @@ MANTISSA_AVX512 void column_tiles_bf16_e4m3_avx512(const uint16_t* src, int64_t 
   const __m512i abs = _mm512_set1_epi16(0x7FFF);
   // Each column's largest magnitude bits (a NaN's above 0x7F80): an elementwise maximum over
   // the rows, read in memory order, two rows at a time.
-  alignas(64) uint16_t top[kMaxCols];
+  alignas(64) uint16_t top_buffer[kMaxCols + 2048];
+  uint16_t* top = half_a_page_from(top_buffer, src);
   for (int64_t c = 0; c < padded; c += 32) _mm512_store_si512(top + c, _mm512_setzero_si512());
   int64_t r = 0;
   for (; r + 2 <= rows; r += 2) {

@@ -342,7 +342,8 @@ __attribute__((target("avx2"))) void column_tiles_f32_e4m3_avx2(
   };
   // Each column's largest magnitude bits (a NaN's above kInfBits): an elementwise maximum over
   // the rows, read in memory order, two rows at a time.
-  alignas(32) uint32_t top[kMaxCols];
+  alignas(64) uint32_t top_buffer[kMaxCols + 1024];
+  uint32_t* top = half_a_page_from(top_buffer, src);
   for (int64_t c = 0; c < padded; c += 8)
     _mm256_store_si256(reinterpret_cast<__m256i*>(top + c), _mm256_setzero_si256());
   int64_t r = 0;
