@@ -57,6 +57,16 @@ inline __m512i scale_codes16(const Nvfp4ScaleCodeThresholds& t, __m512i bits) {
   return _mm512_min_epi32(_mm512_max_epi32(c, _mm512_set1_epi32(8)), _mm512_set1_epi32(126));
 }
 
+// The factors of 16 scale codes (8..126) by t's table (t.factors_ok): nvfp4_block_scale's
+// (1 / tensor scale) / value(code) without the division.
+inline __m512 scale_factors16(const Nvfp4ScaleCodeThresholds& t, __m512i code) {
+  const __m512i top = _mm512_permutexvar_epi32(
+      code,
+      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.factor_top))));
+  return _mm512_castsi512_ps(
+      _mm512_sub_epi32(top, _mm512_slli_epi32(_mm512_srli_epi32(code, 3), 23)));
+}
+
 // Philox4x32-10 on 16 lanes (kernels/cpu/mx/philox.h). The ten rounds' keys of one stream.
 struct PhiloxKeys16 {
   uint32_t k[10][2];
@@ -244,7 +254,9 @@ template <DType::Id kSrc>
   const __m512i bits = _mm512_castps_si512(amax);
   if (sc.ok && _mm512_cmpgt_epu32_mask(bits, _mm512_set1_epi32(0x7F800000)) == 0) {
     scale_codes = scale_codes16(sc, bits);
-    g.factor = _mm512_div_ps(_mm512_set1_ps(1.0f / tensor_scale), e4m3_values(scale_codes));
+    g.factor = sc.factors_ok
+                   ? scale_factors16(sc, scale_codes)
+                   : _mm512_div_ps(_mm512_set1_ps(1.0f / tensor_scale), e4m3_values(scale_codes));
   } else {
     g.factor = nvfp4_block_scales(amax, tensor_scale, scale_codes);
   }
