@@ -55,9 +55,6 @@ struct Fp8Group {
   __m256i amax;
   alignas(32) float mul[8];
   alignas(32) int32_t add[8], sat_above[8];
-  // Without the least |x| bits (finish_fp8_group's kLow false): the least |x| bits with a normal
-  // code, less 1, which the caster checks each block against.
-  alignas(32) int32_t from[8];
   unsigned slow;
 };
 
@@ -65,10 +62,12 @@ struct Fp8Group {
 // the source's units, a zero's wrapped to the largest, zero-extended to 32 bits): the scales
 // into s and multipliers (all_block_scales8), RowConstants::set's lanes, and its slow blocks with
 // those holding a nonzero |x| below the normal codes. Without kLow (low unused) the slow blocks
-// leave those out, and g.from holds what the caller checks each block's |x| bits against.
+// leave those out, and `from` (8 lanes, 32-byte aligned) gets the least |x| bits with a normal
+// code less 1, which the caller checks each block's |x| bits against.
 template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat, bool kLow = true>
 [[gnu::always_inline]] inline void finish_fp8_group(__m256i amax, __m256i low, uint8_t* s,
-                                                    const Fp8Table<E, kSrc>& t, Fp8Group& g) {
+                                                    const Fp8Table<E, kSrc>& t, Fp8Group& g,
+                                                    int32_t* from_out = nullptr) {
   using K = RowConstants<E, kSrc>;
   g.amax = amax;
   all_block_scales8<E, R>(g.amax, s, g.mul);
@@ -87,7 +86,7 @@ template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat, bool kLow = true
       _mm256_sub_epi32(_mm256_slli_epi32(_mm256_sub_epi32(t.from_base, e), K::kFrac), t.one32);
   __m256i normal = pow2;
   if constexpr (!kLow)
-    _mm256_store_si256(reinterpret_cast<__m256i*>(g.from), from);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(from_out), from);
   else if constexpr (kSrc == DType::Id::bf16)
     normal = _mm256_andnot_si256(_mm256_cmpgt_epi32(from, low), pow2);
   else

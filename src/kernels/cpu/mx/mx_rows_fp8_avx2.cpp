@@ -56,10 +56,10 @@ template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat>
           _mm256_min_epu32(_mm256_sub_epi32(a2, t.one32), _mm256_sub_epi32(a3, t.one32)));
     }
   }
-  if constexpr (kSrc == DType::Id::bf16)
-    finish_fp8_group<E, R, kSrc, kSat>(transposed_max8_16(hi), transposed_min8_u16(lo), s, t, g);
-  else
-    finish_fp8_group<E, R, kSrc, kSat>(transposed_max8(hi), transposed_min8_u32(lo), s, t, g);
+  // The amax first: the scales wait on it, the least bits only on the scales.
+  const __m256i amax = kSrc == DType::Id::bf16 ? transposed_max8_16(hi) : transposed_max8(hi);
+  const __m256i low = kSrc == DType::Id::bf16 ? transposed_min8_u16(lo) : transposed_min8_u32(lo);
+  finish_fp8_group<E, R, kSrc, kSat>(amax, low, s, t, g);
 }
 
 // The cast on its bits of a block the group's preparation passed (add, above: its lanes of

@@ -42,6 +42,12 @@ namespace {
 using namespace scalar;
 using namespace avx2_lanes;
 
+// An Fp8Group with each block's least |x| bits with a normal code, less 1 (finish_fp8_group's
+// `from`), which its cast checks the block against.
+struct Fp8Group512 : Fp8Group {
+  alignas(32) int32_t from[8];
+};
+
 // A segment's 512-bit constants in the source's lanes, read from memory.
 template <Element E, DType::Id kSrc>
 struct Fp8Lanes512 {
@@ -63,7 +69,7 @@ struct Fp8Lanes512 {
 // body without the least |x| bits, which the blocks' cast checks (fp8_pair).
 template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat>
 [[gnu::always_inline]] inline void prepare_fp8(const void* src, int64_t i, uint8_t* s,
-                                               const Fp8Table<E, kSrc>& t, Fp8Group& g) {
+                                               const Fp8Table<E, kSrc>& t, Fp8Group512& g) {
   __m256i hi[8];
 #pragma GCC unroll 8
   for (int b = 0; b < 8; ++b) {
@@ -81,11 +87,11 @@ template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat>
     }
   }
   const __m256i amax = kSrc == DType::Id::bf16 ? transposed_max8_16(hi) : transposed_max8(hi);
-  finish_fp8_group<E, R, kSrc, kSat, false>(amax, amax, s, t, g);
+  finish_fp8_group<E, R, kSrc, kSat, false>(amax, amax, s, t, g, g.from);
 }
 
 // The codes (before the packs) of one vector of x (bits h) under a block's `add`; its lanes
-// holding a nonzero |x| below `from` (Fp8Group::from) set in `bad`; with kSat its elements above
+// holding a nonzero |x| below `from` (Fp8Group512::from) set in `bad`; with kSat its elements above
 // `above` counted in sat's lanes.
 template <Element E, DType::Id kSrc, bool kSat>
 [[gnu::always_inline]] inline __m512i lane_codes(__m512i h, __m512i add, __m512i from,
@@ -112,8 +118,9 @@ template <Element E, DType::Id kSrc, bool kSat>
 // (streamed past the caches with kStream); their lanes that need another body set in `bad`.
 template <Element E, DType::Id kSrc, bool kSat, bool kStream>
 [[gnu::always_inline]] inline void fp8_pair(const void* src, int64_t j, uint8_t* out,
-                                            const Fp8Group& g, int b, const Fp8Lanes512<E, kSrc>& w,
-                                            __m512i& sat, uint64_t& bad) {
+                                            const Fp8Group512& g, int b,
+                                            const Fp8Lanes512<E, kSrc>& w, __m512i& sat,
+                                            uint64_t& bad) {
   __m512i codes, signs;
   if constexpr (kSrc == DType::Id::bf16) {
     const auto* p = static_cast<const uint16_t*>(src) + j;
@@ -181,11 +188,11 @@ MxStatsRun encode_fp8_rows(const void* src, int64_t n, uint8_t* codes, uint8_t* 
       sat = _mm512_setzero_si512();
     };
     __m256 peak = _mm256_setzero_ps();
-    Fp8Group ahead[2];
+    Fp8Group512 ahead[2];
     prepare_fp8<E, R, kSrc, kSat>(src, 0, scales, t, ahead[0]);
     for (int64_t q = 0; q < groups; ++q) {
       const int64_t i = q * kGroup;
-      const Fp8Group& g = ahead[q & 1];
+      const Fp8Group512& g = ahead[q & 1];
       if (q + 1 < groups)
         prepare_fp8<E, R, kSrc, kSat>(src, i + kGroup, scales + (i + kGroup) / kMxBlock, t,
                                       ahead[(q + 1) & 1]);
