@@ -1,12 +1,12 @@
-// The AVX-512 level's own MX row bodies (kernels/cpu/mx/mx_rows_*_avx512.cpp) against the
-// scalar body, one segment at a time through the level's kernels (plain, with statistics, and
-// streamed with the codes on a 64-byte boundary and off it): every bfloat16 value (as bfloat16,
-// and widened to float32 with several low halves) in blocks that the vector body casts and in
-// blocks it hands to the AVX2 body, groups of eight holding every kind of edge block (all zero,
-// infinity, NaN, a subnormal amax, values at and above the format's max, a nonzero element
-// below the normal codes), a segment's short last group and block, and a segment long enough
-// to move its saturation counts out of their lanes. Skipped where the CPU has no AVX-512 level
-// (F, BW, VL), or MANTISSA_DISABLE_SIMD caps it.
+// The AVX-512 level's MX row casts (its own FP8 body, kernels/cpu/mx/mx_rows_fp8_avx512.cpp, and
+// the AVX2 body's E2M1) against the scalar body, one segment at a time through the level's kernels
+// (plain, with statistics, and streamed with the codes on and off 32- and 64-byte boundaries):
+// every bfloat16 value (as bfloat16, and widened to float32 with several low halves) in blocks that
+// the vector body casts and in blocks it hands to the AVX2 body, groups of eight holding every kind
+// of edge block (all zero, infinity, NaN, a subnormal amax, values at and above the format's max, a
+// nonzero element below the normal codes), a segment's short last group and block, and a segment
+// long enough to move its saturation counts out of their lanes. Skipped where the CPU has no
+// AVX-512 level (F, BW, VL), or MANTISSA_DISABLE_SIMD caps it.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -64,9 +64,9 @@ MxStatsRun expect_scalar_bytes(const void* src, DType dtype, int64_t n, Element 
   EXPECT_TRUE(same_runs(k.encode_stats(src, dtype, n, e, r, c.data(), s.data()), ref));
   EXPECT_EQ(c, ref_c);
   EXPECT_EQ(s, ref_s);
-  // Streamed: the codes on a 64-byte boundary (the streamed stores) and 16 bytes off it.
+  // Streamed: the codes on a 64-byte boundary, 16 bytes off it (not streamed) and 32 (streamed).
   std::vector<uint8_t> buf(nc + 128);
-  for (const int64_t skew : {0, 16}) {
+  for (const int64_t skew : {0, 16, 32}) {
     uint8_t* out = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) + skew;
     for (const bool stats : {true, false}) {
       std::fill(buf.begin(), buf.end(), 0xEF);

@@ -152,16 +152,18 @@ template <Element E, DType::Id kSrc, bool kSat, bool kStream>
       _mm512_ternarylogic_epi32(_mm512_min_epu8(codes, w.max_code8), signs, w.sign8, 0xF8);
   const __m512i ordered = kSrc == DType::Id::bf16 ? _mm512_permutexvar_epi64(w.order, bytes)
                                                   : _mm512_permutexvar_epi32(w.order, bytes);
-  if constexpr (kStream)
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(out), ordered);
-  else
+  if constexpr (kStream) {  // two 32-byte halves: the codes need lie on 32-byte boundaries only
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out), _mm512_castsi512_si256(ordered));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out + 32),
+                        _mm512_extracti64x4_epi64(ordered, 1));
+  } else
     _mm512_storeu_si512(out, ordered);
 }
 
 // The FP8 row cast of a segment: its whole groups of eight blocks here where every block passes
 // the group's checks and its own (no nonzero |x| below the normal codes), else by the AVX2 body
 // (over the codes stored here), as is the rest; statistics (kStats) as mx_run_stats counts
-// them, the AVX2 body's runs appended in their place. kStream: codes on a 64-byte boundary,
+// them, the AVX2 body's runs appended in their place. kStream: codes on a 32-byte boundary,
 // streamed.
 template <Element E, E8m0Rounding R, DType::Id kSrc, bool kStats, bool kStream>
 MxStatsRun encode_fp8_rows(const void* src, int64_t n, uint8_t* codes, uint8_t* scales) {
@@ -230,7 +232,7 @@ template <Element E, E8m0Rounding R, DType::Id kSrc>
 MxStatsRun encode_fp8_rows(const void* src, int64_t n, uint8_t* codes, uint8_t* scales, bool stats,
                            bool stream) {
   if constexpr (kSrc == DType::Id::f32) {
-    if (stream && reinterpret_cast<uintptr_t>(codes) % 64 == 0)
+    if (stream && reinterpret_cast<uintptr_t>(codes) % 32 == 0)
       return stats ? encode_fp8_rows<E, R, kSrc, true, true>(src, n, codes, scales)
                    : encode_fp8_rows<E, R, kSrc, false, true>(src, n, codes, scales);
   }
