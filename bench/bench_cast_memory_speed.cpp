@@ -33,7 +33,6 @@
 
 #include <omp.h>
 
-#include "kernels/cpu/mx/mx_cast.h"
 #include "mantissa/core/cpu_features.h"
 #include "mantissa/fp8/block_scaling.h"
 #include "mantissa/fp8/current_scaling.h"
@@ -129,13 +128,14 @@ std::vector<Cast> casts_of(const Tensor& x, const std::shared_ptr<fp8::ScalingSt
   c.push_back({"mxfp8 rows " + d, src + fp8_out + n / 32, [&x] {
                  (void)fp8::quantize_mx(x, FormatId::kMxfp8E4m3, formats::E8m0Rounding::kRceil);
                }});
-  // x^T's copy read from x as it lies (the recipe's column-wise copies; no public entry point).
+  // The recipes' column-wise copies: x's codes with 32 x 1 blocks down its columns.
   c.push_back({"mxfp8 columns " + d, src + fp8_out + n / 32, [&x] {
-                 const Tensor codes = empty({kN}, kUInt8), scales = empty({kN / 32}, kUInt8);
-                 kernels::mx::mx_quantize_transposed(
-                     x.data_ptr(), x.dtype(), kRows, kCols, kernels::mx::Element::kE4m3,
-                     kernels::mx::E8m0Rounding::kRceil, static_cast<uint8_t*>(codes.data_ptr()),
-                     static_cast<uint8_t*>(scales.data_ptr()));
+                 (void)fp8::quantize_mx_columns(x, FormatId::kMxfp8E4m3,
+                                                formats::E8m0Rounding::kRceil, false);
+               }});
+  c.push_back({"mxfp4 columns " + d, src + fp4_out + n / 32, [&x] {
+                 (void)fp8::quantize_mx_columns(x, FormatId::kMxfp4, formats::E8m0Rounding::kFloor,
+                                                false);
                }});
   c.push_back({"mxfp4 rows " + d, src + fp4_out + n / 32, [&x] {
                  (void)fp8::quantize_mx(x, FormatId::kMxfp4, formats::E8m0Rounding::kFloor);

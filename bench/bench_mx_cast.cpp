@@ -12,13 +12,13 @@
 //   BM_Nvfp4Tiles/level/bf16  the weights' cast: the 16x16 tiles' amax pass (which gives the
 //                          tensor scale) and the cast under them (two reads counted)
 //   BM_Mxfp4QuantizeSr/level/bf16  MXFP4 with stochastic rounding (mxfp4_sr.h), one pass
-//   BM_MxQuantizeBf16/level/element/transposed/cols  the MXFP8 recipe's casts (element 0 =
+//   BM_MxQuantizeBf16/level/element/columns/cols  the MXFP8 recipe's casts (element 0 =
 //                          E4M3, 1 = E5M2, rounding rceil) of a bfloat16 source of 4096 rows and
 //                          `cols` columns (4096, or 1024 as the GPT's widest activations): along
-//                          rows counting their statistics (0), or x^T's copy read from x without
-//                          them (1)
-//   BM_MxQuantizeF32Transposed/level/element/cols  x^T's MX copy (rceil) read from a float32 x
-//                          of 4096 rows and `cols` columns
+//                          rows counting their statistics (0), or down the columns without them
+//                          (1, mx_quantize_columns)
+//   BM_MxQuantizeF32Columns/level/element/cols  the MX copy with blocks down the columns (rceil)
+//                          of a float32 x of 4096 rows and `cols` columns
 //   BM_RhtTranspose        NVFP4's random Hadamard transform of a transpose (kernels/cpu/mx/
 //                          hadamard.h): float32 in, float32 out; one loop for every level
 //   BM_Memcpy/bytes        the reference
@@ -130,7 +130,7 @@ struct LineAligned {
 void BM_MxQuantizeBf16(benchmark::State& state) {
   const auto level = static_cast<SimdLevel>(state.range(0));
   const km::Element e = element_of(state.range(1));
-  const bool transposed = state.range(2) != 0;
+  const bool columns = state.range(2) != 0;
   const int64_t cols = state.range(3), n = kRows * cols;
   if (!level_ok(state, level)) return;
   const std::vector<uint16_t>& x = input_bf16();
@@ -138,9 +138,9 @@ void BM_MxQuantizeBf16(benchmark::State& state) {
   km::MxCastStats st;
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
-    if (transposed)
-      km::mx_quantize_transposed(x.data(), kBFloat16, kRows, cols, e, km::E8m0Rounding::kRceil,
-                                 codes.data(), scales.data(), level);
+    if (columns)
+      km::mx_quantize_columns(x.data(), kBFloat16, kRows, cols, e, km::E8m0Rounding::kRceil,
+                              codes.data(), scales.data(), level);
     else
       km::mx_quantize(x.data(), kBFloat16, kRows, cols, e, km::E8m0Rounding::kRceil, codes.data(),
                       scales.data(), level, &st);
@@ -150,19 +150,20 @@ void BM_MxQuantizeBf16(benchmark::State& state) {
   set_bandwidth(state, start, static_cast<double>(2 * n + n + n / km::kMxBlock));
 }
 
-// x^T's MX copy read from a float32 x of 4096 rows and `cols` columns (rceil, no statistics).
-void BM_MxQuantizeF32Transposed(benchmark::State& state) {
+// The MX copy with blocks down the columns of a float32 x of 4096 rows and `cols` columns (rceil,
+// no statistics).
+void BM_MxQuantizeF32Columns(benchmark::State& state) {
   const auto level = static_cast<SimdLevel>(state.range(0));
   const km::Element e = element_of(state.range(1));
   const int64_t cols = state.range(2), n = kRows * cols;
   if (!level_ok(state, level)) return;
   const std::vector<float>& x = input();
-  const int64_t code_bytes = cols * km::code_bytes(e, kRows);
+  const int64_t code_bytes = kRows * km::code_bytes(e, cols);
   LineAligned codes(code_bytes), scales(n / km::kMxBlock);
   const Clock::time_point start = Clock::now();
   for (auto _ : state) {
-    km::mx_quantize_transposed(x.data(), kFloat32, kRows, cols, e, km::E8m0Rounding::kRceil,
-                               codes.data(), scales.data(), level);
+    km::mx_quantize_columns(x.data(), kFloat32, kRows, cols, e, km::E8m0Rounding::kRceil,
+                            codes.data(), scales.data(), level);
     benchmark::DoNotOptimize(codes.data());
   }
   set_bandwidth(state, start, static_cast<double>(4 * n + code_bytes + n / km::kMxBlock));
@@ -311,7 +312,7 @@ BENCHMARK(BM_MxQuantizeBf16)
     ->ArgsProduct({{0, 1, 2}, {0, 1}, {0, 1}, {kCols, 1024}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_MxQuantizeF32Transposed)
+BENCHMARK(BM_MxQuantizeF32Columns)
     ->ArgsProduct({{0, 1, 2}, {0, 1, 2}, {kCols, 1024}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

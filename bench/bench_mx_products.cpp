@@ -3,11 +3,12 @@
 // outputs the recipe gives them, and its casts of a bfloat16 tensor. CPU time is what to compare
 // (run at one thread: OMP_NUM_THREADS=1; capped to AVX2 with MANTISSA_DISABLE_SIMD=avx512f).
 //   BM_MxProduct/<shape>/0   y = x W^T + b, bfloat16 (x and W E4M3 along K)
-//   BM_MxProduct/<shape>/1   dx = dy W, bfloat16 (dy E5M2 along N, W^T's copy along N)
-//   BM_MxProduct/<shape>/2   dW = dy^T x, bfloat16 (dy^T E5M2 and x^T E4M3 along the tokens)
+//   BM_MxProduct/<shape>/1   dx = dy W, bfloat16 (dy E5M2 along N, W's column blocks)
+//   BM_MxProduct/<shape>/2   dW = dy^T x, bfloat16 (dy's E5M2 and x's E4M3 column blocks, along
+//                            the tokens)
 //   BM_MxCast/<shape>/0      x to E4M3 along its rows, counting the statistics (input());
-//                            /1 x^T's E4M3 copy read from x (save()); /2, /3 dy to E5M2 along
-//                            its rows with statistics and dy^T's copy: bytes/s counts the
+//                            /1 x's E4M3 column blocks (save()); /2, /3 dy to E5M2 along its
+//                            rows with statistics and dy's column blocks: bytes/s counts the
 //                            bfloat16 read and the codes written
 //   build/bench_mx_products --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
@@ -53,27 +55,34 @@ void BM_MxProduct(benchmark::State& state, LinearShape sc) {
       a = fp8::quantize_mx(x, e4, kRceil, false), b = fp8::quantize_mx(w, e4, kRceil, false);
       b_bias = bias;
       break;
-    case 1:
+    case 1:  // dx = dy @ W: W's column blocks
       a = fp8::quantize_mx(dy, e5, kRceil, false);
-      b = fp8::quantize_mx(w.t().contiguous(), e4, kRceil, false);
+      b = fp8::quantize_mx_columns(w, e4, kRceil, false);
       break;
-    default:
-      a = fp8::quantize_mx(dy.t().contiguous(), e5, kRceil, false);
-      b = fp8::quantize_mx(x.t().contiguous(), e4, kRceil, false);
+    default:  // dW = dy^T @ x: both operands' column blocks
+      a = fp8::quantize_mx_columns(dy, e5, kRceil, false);
+      b = fp8::quantize_mx_columns(x, e4, kRceil, false);
       break;
   }
   for (auto _ : state) {
     const Tensor out = fp8::mx_gemm(a, b, b_bias, kBFloat16);
     benchmark::DoNotOptimize(out.data_ptr());
   }
-  const double M = static_cast<double>(a.shape[0]), N = static_cast<double>(b.shape[0]);
-  state.counters["GFLOPS"] = benchmark::Counter(2.0 * M * N * static_cast<double>(a.shape[1]),
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  // Each operand's matrix along K: a column-blocked tensor's transpose.
+  const auto along_k = [](const fp8::MxTensor& q) {
+    const bool t = q.blocks == formats::BlockAxis::kAlongColumns;
+    return std::pair<double, double>(static_cast<double>(q.shape[t ? 1 : 0]),
+                                     static_cast<double>(q.shape[t ? 0 : 1]));
+  };
+  const auto [M, K] = along_k(a);
+  const double N = along_k(b).first;
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_MxCast(benchmark::State& state, LinearShape sc) {
   const int64_t which = state.range(0);
-  const bool grad = which >= 2, transposed = which % 2 == 1;
+  const bool grad = which >= 2, columns = which % 2 == 1;
   const int64_t T = sc.tokens, C = grad ? sc.out : sc.in;
   const Tensor x = bf16_normal(T, C, grad ? 0.01f : 1.0f, grad ? 3 : 1);
   const km::Element e = grad ? km::Element::kE5m2 : km::Element::kE4m3;
@@ -81,9 +90,9 @@ void BM_MxCast(benchmark::State& state, LinearShape sc) {
   std::vector<uint8_t> scales(static_cast<size_t>((T + 31) / 32 * C + T * ((C + 31) / 32)));
   km::MxCastStats st;
   for (auto _ : state) {
-    if (transposed)
-      km::mx_quantize_transposed(x.data_ptr(), kBFloat16, T, C, e, km::E8m0Rounding::kRceil,
-                                 codes.data(), scales.data());
+    if (columns)
+      km::mx_quantize_columns(x.data_ptr(), kBFloat16, T, C, e, km::E8m0Rounding::kRceil,
+                              codes.data(), scales.data());
     else
       km::mx_quantize(x.data_ptr(), kBFloat16, T, C, e, km::E8m0Rounding::kRceil, codes.data(),
                       scales.data(), simd_level(), &st);

@@ -30,18 +30,23 @@ km::E8m0Rounding kernel_rounding(formats::E8m0Rounding r) {
   return r == formats::E8m0Rounding::kFloor ? km::E8m0Rounding::kFloor : km::E8m0Rounding::kRceil;
 }
 
-// x quantized along its rows, or with `columns` x^T read from x as it lies (the column-wise
-// copy without a transposed copy of the whole tensor first); with `stats`, the cast's
-// statistics, counted as it encodes.
+// x quantized with blocks along its rows, or with `columns` along its columns (x^T's row
+// blocks, kept in x's layout: mx_quantize_columns reads x as it lies and transposes nothing; the
+// products read such an operand transposed); with `stats`, the cast's statistics, counted as it
+// encodes.
 MxTensor encode_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding, bool stats,
                    bool columns) {
   const Tensor src = source_of(x);
   const int64_t rows = src.size(0), cols = src.size(1);
-  const int64_t q_rows = columns ? cols : rows, q_cols = columns ? rows : cols;
-  const formats::BlockLayout l{.format = format, .rows = q_rows, .cols = q_cols};
+  const formats::BlockLayout l{
+      .format = format,
+      .rows = rows,
+      .cols = cols,
+      .blocks = columns ? formats::BlockAxis::kAlongColumns : formats::BlockAxis::kAlongRows};
   MxTensor q;
   q.format = format;
-  q.shape = {q_rows, q_cols};
+  q.shape = {rows, cols};
+  q.blocks = l.blocks;
   q.codes = empty({l.code_bytes()}, kUInt8);
   q.scales = empty({l.scale_bytes()}, kUInt8);
   auto* codes = static_cast<uint8_t*>(q.codes.data_ptr());
@@ -50,8 +55,8 @@ MxTensor encode_mx(const Tensor& x, FormatId format, formats::E8m0Rounding round
   km::MxCastStats* out = stats ? &st : nullptr;
   const km::E8m0Rounding r = kernel_rounding(rounding);
   if (columns)
-    km::mx_quantize_transposed(src.data_ptr(), src.dtype(), rows, cols, element_of(format), r,
-                               codes, scales, simd_level(), out);
+    km::mx_quantize_columns(src.data_ptr(), src.dtype(), rows, cols, element_of(format), r, codes,
+                            scales, simd_level(), out);
   else
     km::mx_quantize(src.data_ptr(), src.dtype(), rows, cols, element_of(format), r, codes, scales,
                     simd_level(), out);
@@ -62,13 +67,15 @@ MxTensor encode_mx(const Tensor& x, FormatId format, formats::E8m0Rounding round
   return q;
 }
 
-// A backward operand of mxfp4 under Tseng et al.'s switches: x's rows (with `columns`, x^T's,
-// read from x) along the product's K; where `rht`, after the 16-point random Hadamard transform
-// along K (the rows zero-padded to whole transform blocks, kernels/cpu/mx/hadamard.h); rounded
-// stochastically after the 3/4 pre-scale where `sr` (kernels/cpu/mx/mxfp4_sr.h: one draw of the
-// stream, tensor scale 4/3), else to nearest as the recipe's other casts. The statistics are the
-// cast's, of the transformed values where `rht`, over the tensor's own elements. One of `rht`
-// and `sr` is set (without both the recipe casts as torchao does).
+// A backward operand of mxfp4 under Tseng et al.'s switches: x's rows (with `columns`, x^T's)
+// along the product's K, in row blocks: the transform and the stochastic rounding's draws run
+// along x^T's rows, so x^T is made first (a transform of x's columns, or a transposed copy); where
+// `rht`, after the 16-point random Hadamard transform along K (the rows zero-padded to whole
+// transform blocks, kernels/cpu/mx/hadamard.h); rounded stochastically after the 3/4 pre-scale
+// where `sr` (kernels/cpu/mx/mxfp4_sr.h: one draw of the stream, tensor scale 4/3), else to nearest
+// as the recipe's other casts. The statistics are the cast's, of the transformed values where
+// `rht`, over the tensor's own elements. One of `rht` and `sr` is set (without both the recipe
+// casts as torchao does).
 MxTensor encode_mxfp4_backward(const Tensor& x, bool columns, bool rht, bool sr, bool stats) {
   const Tensor src = source_of(x);
   const int64_t rows = src.size(0), cols = src.size(1);
@@ -131,7 +138,8 @@ struct MxOps {
   bool sr = false;
   bool rht = false;
 
-  // A backward operand along its product's K: x's rows or, `columns`, x^T's.
+  // A backward operand along its product's K: x's rows or, `columns`, x^T's (to nearest: x's
+  // column blocks, which the products read transposed).
   MxTensor backward(const Tensor& x, FormatId format, bool columns, bool stats) const {
     if (!sr && !rht) return encode_mx(x, format, rounding, stats, columns);
     return encode_mxfp4_backward(x, columns, rht, sr, stats);
@@ -166,7 +174,9 @@ struct MxOps {
 
 }  // namespace
 
-MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding, bool stats) {
+namespace {
+
+void check_mx_source(const Tensor& x, FormatId format) {
   MANTISSA_CHECK(format == FormatId::kMxfp8E4m3 || format == FormatId::kMxfp8E5m2 ||
                      format == FormatId::kMxfp4,
                  "mx scaling", "quantize_mx takes mxfp8-e4m3, mxfp8-e5m2 or mxfp4");
@@ -176,16 +186,40 @@ MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rou
       x.defined() ? "; got " + shape_str(x.shape()) + " on " + x.device().str() : std::string());
   MANTISSA_CHECK(x.dtype() == kFloat32 || x.dtype() == kBFloat16 || x.dtype() == kFloat16,
                  "mx scaling", "expected float32, bfloat16 or float16, got {}", x.dtype().name());
+}
+
+}  // namespace
+
+MxTensor quantize_mx(const Tensor& x, FormatId format, formats::E8m0Rounding rounding, bool stats) {
+  check_mx_source(x, format);
   return encode_mx(x, format, rounding, stats, false);
+}
+
+MxTensor quantize_mx_columns(const Tensor& x, FormatId format, formats::E8m0Rounding rounding,
+                             bool stats) {
+  check_mx_source(x, format);
+  return encode_mx(x, format, rounding, stats, true);
 }
 
 Tensor mx_gemm(const MxTensor& a, const MxTensor& b, const Tensor& bias, DType out_dtype) {
   gemm::Epilogue e;
   e.bias = bias;
   e.out_dtype = out_dtype;
-  return gemm::gemm(gemm::block_scaled(a.format, a.codes, a.scales, a.shape, a.tensor_scale),
-                    gemm::block_scaled(b.format, b.codes, b.scales, b.shape, b.tensor_scale).t(),
-                    e);
+  // The stored matrix as a product operand, read transposed where `t`.
+  const auto operand = [](const MxTensor& q, bool t) {
+    if (q.blocks == formats::BlockAxis::kAlongRows) {
+      const gemm::Operand o =
+          gemm::block_scaled(q.format, q.codes, q.scales, q.shape, q.tensor_scale);
+      return t ? o.t() : o;
+    }
+    gemm::Operand o = gemm::block_scaled_columns(q.format, q.codes, q.scales, q.shape);
+    o.scale_inv = q.tensor_scale;
+    return t ? o.t() : o;
+  };
+  // Each operand as its matrix along K: row blocks as stored, column blocks transposed.
+  const bool a_columns = a.blocks == formats::BlockAxis::kAlongColumns;
+  const bool b_columns = b.blocks == formats::BlockAxis::kAlongColumns;
+  return gemm::gemm(operand(a, a_columns), operand(b, !b_columns), e);
 }
 
 Tensor fp8_linear_mx(const Tensor& input, const Tensor& weight, const Tensor& bias,

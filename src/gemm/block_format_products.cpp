@@ -8,8 +8,8 @@ namespace {
 
 namespace km = kernels::mx;
 
-// The operand as the kernel's matrix V: V = X, or with `t` V = X^T (16x16 tiles only; the
-// dispatcher checks).
+// The operand as the kernel's matrix V: V = X, or with `t` V = X^T (blocks along X's columns,
+// or 16x16 tiles; the dispatcher checks).
 km::MxOperandView view(const Operand& o, bool t) {
   km::MxOperandView v{};
   v.codes = static_cast<const uint8_t*>(o.data.data_ptr());
@@ -21,6 +21,8 @@ km::MxOperandView view(const Operand& o, bool t) {
   v.rows = o.shape[0];
   v.cols = o.shape[1];
   v.transposed = t;
+  v.blocks = o.blocks == formats::BlockAxis::kAlongColumns ? km::MxBlocks::kAlongColumns
+                                                           : km::MxBlocks::kAlongRows;
   return v;
 }
 

@@ -70,8 +70,9 @@ bool is_block_format(const Operand& o) {
 std::string describe(const Operand& o) {
   const std::string what =
       o.dense() ? std::string(o.data.dtype().name()) : std::string(formats::format_name(*o.format));
-  return what + (o.tiles_16x16 ? " 16x16-tiled " : " ") + shape_str(o.shape) +
-         (o.transposed ? "^T" : "");
+  const bool columns = o.blocks == formats::BlockAxis::kAlongColumns;
+  return what + (o.tiles_16x16 ? " 16x16-tiled " : (columns ? " column-blocked " : " ")) +
+         shape_str(o.shape) + (o.transposed ? "^T" : "");
 }
 
 // The dense operand as the tensor the product reads (a transposed view where asked).
@@ -382,11 +383,20 @@ Tensor fp8_block_product(const Operand& a, const Operand& b, const Epilogue& e) 
 
 // Two block-format operands: blocks along K, except 16x16 tiles, which may be read either way.
 Tensor block_format_product(const Operand& a, const Operand& b, const Epilogue& e) {
-  MANTISSA_CHECK((!a.transposed || a.tiles_16x16) && (b.transposed || b.tiles_16x16), kWhere,
-                 "a block-format operand is read along its 1x{} blocks, which must lie along the "
-                 "product's K (A as stored, B transposed); got {} @ {}: quantize the transposed "
-                 "tensor instead",
-                 a.transposed && !a.tiles_16x16 ? a.block : b.block, describe(a), describe(b));
+  // Whether an operand's blocks lie along the product's K: rows' blocks where A is read as
+  // stored (B transposed), columns' blocks where A is read transposed (B as stored).
+  const auto along_k = [](const Operand& o, bool a_side) {
+    const bool columns = o.blocks == formats::BlockAxis::kAlongColumns;
+    return o.tiles_16x16 || (o.transposed == a_side) == columns;
+  };
+  const Operand& off = along_k(a, true) ? b : a;
+  const bool off_columns = off.blocks == formats::BlockAxis::kAlongColumns;
+  MANTISSA_CHECK(along_k(a, true) && along_k(b, false), kWhere,
+                 "a block-format operand is read along its {}x{} blocks, which must lie along the "
+                 "product's K (row blocks: A as stored, B transposed; column blocks: A "
+                 "transposed, B as stored); got {} @ {}: quantize the transposed tensor instead",
+                 off_columns ? off.block : 1, off_columns ? 1 : off.block, describe(a),
+                 describe(b));
   MANTISSA_CHECK(cols_of(a) == rows_of(b), kWhere, "inner dimensions differ: {} @ {}", describe(a),
                  describe(b));
   MANTISSA_CHECK(!on_gpu(a, b), kWhere,
@@ -461,8 +471,11 @@ Operand fp8_blocks(FormatId format, const Tensor& codes, const Tensor& scale_inv
   return o;
 }
 
-Operand block_scaled(FormatId format, const Tensor& codes, const Tensor& scales, const Shape& shape,
-                     float tensor_scale, bool tiles_16x16) {
+namespace {
+
+// block_scaled's and block_scaled_columns's operand, its codes and scales checked.
+Operand block_format_operand(FormatId format, const Tensor& codes, const Tensor& scales,
+                             const Shape& shape, formats::BlockAxis blocks) {
   Operand o;
   o.data = codes;
   o.format = format;
@@ -472,7 +485,9 @@ Operand block_scaled(FormatId format, const Tensor& codes, const Tensor& scales,
   MANTISSA_CHECK(shape.size() == 2 && shape[0] >= 0 && shape[1] >= 0, kWhere,
                  "a {} operand is a matrix (rows, cols), got shape {}",
                  formats::format_name(format), shape_str(shape));
-  const formats::BlockLayout l{.format = format, .rows = shape[0], .cols = shape[1]};
+  const formats::BlockLayout l{
+      .format = format, .rows = shape[0], .cols = shape[1], .blocks = blocks};
+  const bool rows = blocks == formats::BlockAxis::kAlongRows;
   MANTISSA_CHECK(codes.defined() && codes.dtype() == kUInt8 && codes.is_contiguous() &&
                      !codes.is_cuda() && codes.numel() == l.code_bytes(),
                  kWhere, "{} {} needs {} contiguous uint8 code bytes on the CPU, got {}",
@@ -480,13 +495,27 @@ Operand block_scaled(FormatId format, const Tensor& codes, const Tensor& scales,
                  codes.defined()
                      ? std::string(codes.dtype().name()) + " " + shape_str(codes.shape())
                      : std::string("an undefined tensor"));
-  MANTISSA_CHECK(scales.defined() && scales.dtype() == kUInt8 && scales.is_contiguous() &&
-                     !scales.is_cuda() && scales.numel() == l.scale_bytes(),
-                 kWhere, "{} {} needs {} contiguous uint8 scale bytes (one per 1x{} block), got {}",
-                 formats::format_name(format), shape_str(shape), l.scale_bytes(), l.block(),
-                 scales.defined()
-                     ? std::string(scales.dtype().name()) + " " + shape_str(scales.shape())
-                     : std::string("an undefined tensor"));
+  MANTISSA_CHECK(
+      scales.defined() && scales.dtype() == kUInt8 && scales.is_contiguous() && !scales.is_cuda() &&
+          scales.numel() == l.scale_bytes(),
+      kWhere, "{} {} needs {} contiguous uint8 scale bytes (one per {}x{} block), got {}",
+      formats::format_name(format), shape_str(shape), l.scale_bytes(), rows ? 1 : l.block(),
+      rows ? l.block() : 1,
+      scales.defined() ? std::string(scales.dtype().name()) + " " + shape_str(scales.shape())
+                       : std::string("an undefined tensor"));
+  o.shape = shape;
+  o.scales = scales;
+  o.block = l.block();
+  o.blocks = blocks;
+  return o;
+}
+
+}  // namespace
+
+Operand block_scaled(FormatId format, const Tensor& codes, const Tensor& scales, const Shape& shape,
+                     float tensor_scale, bool tiles_16x16) {
+  Operand o = block_format_operand(format, codes, scales, shape, formats::BlockAxis::kAlongRows);
+  const formats::BlockLayout l{.format = format, .rows = shape[0], .cols = shape[1]};
   MANTISSA_CHECK(!tiles_16x16 || format == FormatId::kNvfp4, kWhere,
                  "16x16 tiles are an nvfp4 layout, got {}", formats::format_name(format));
   if (tiles_16x16) {  // each tile's scale stands in all 16 of its rows
@@ -499,12 +528,18 @@ Operand block_scaled(FormatId format, const Tensor& codes, const Tensor& scales,
                      shape_str(shape), r, first);
     }
   }
-  o.shape = shape;
-  o.scales = scales;
-  o.block = l.block();
   o.scale_inv = tensor_scale;
   o.tiles_16x16 = tiles_16x16;
   return o;
+}
+
+Operand block_scaled_columns(FormatId format, const Tensor& codes, const Tensor& scales,
+                             const Shape& shape) {
+  MANTISSA_CHECK(
+      format != FormatId::kNvfp4, kWhere,
+      "blocks along the columns are an MX layout (mxfp8-e4m3, mxfp8-e5m2, mxfp4), got {}",
+      formats::format_name(format));
+  return block_format_operand(format, codes, scales, shape, formats::BlockAxis::kAlongColumns);
 }
 
 Operand four_bit(FormatId format, const Tensor& packed, const Shape& shape, int64_t block,

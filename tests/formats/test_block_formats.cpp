@@ -421,9 +421,19 @@ TEST(BlockFormats, Bf16LanesGiveTheScalarBytesForEveryValue) {
         for (const bool transposed : {false, true}) {
           std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
           km::MxCastStats st;
+          // The column cast of q^T, its codes and scales (q^T's layout) moved to q's.
+          const auto columns = [&](km::MxCastStats* out) {
+            std::vector<uint8_t> tc(nc, 0xEF), ts(ns, 0xEF);
+            km::mx_quantize_columns(t.data(), kBFloat16, qc, qr, elem, mode, tc.data(), ts.data(),
+                                    level, out);
+            const int64_t nb = (qc + 31) / 32;
+            for (int64_t r = 0; r < qr; ++r) {
+              for (int64_t k = 0; k < qc; ++k) c[r * qc + k] = tc[k * qr + r];
+              for (int64_t b = 0; b < nb; ++b) sc[r * nb + b] = ts[b * qr + r];
+            }
+          };
           if (transposed)
-            km::mx_quantize_transposed(t.data(), kBFloat16, qc, qr, elem, mode, c.data(), sc.data(),
-                                       level, &st);
+            columns(&st);
           else
             km::mx_quantize(q.data(), kBFloat16, qr, qc, elem, mode, c.data(), sc.data(), level,
                             &st);
@@ -432,11 +442,13 @@ TEST(BlockFormats, Bf16LanesGiveTheScalarBytesForEveryValue) {
           EXPECT_TRUE(same_stats(st, ref_st)) << "transposed " << transposed;
           // Without statistics: the same bytes.
           std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
-          if (transposed)
-            km::mx_quantize_transposed(t.data(), kBFloat16, qc, qr, elem, mode, c2.data(),
-                                       sc2.data(), level);
-          else
+          if (transposed) {
+            columns(nullptr);
+            c2 = c;
+            sc2 = sc;
+          } else {
             km::mx_quantize(q.data(), kBFloat16, qr, qc, elem, mode, c2.data(), sc2.data(), level);
+          }
           EXPECT_EQ(c2, ref_c) << "transposed " << transposed;
           EXPECT_EQ(sc2, ref_s) << "transposed " << transposed;
           ++compared;

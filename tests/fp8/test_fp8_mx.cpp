@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mx_gemm.h"
 #include "mantissa/formats/block_formats.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
@@ -197,11 +199,12 @@ TEST(Fp8Mx, CastCountsSaturatedAndFlushedElements) {
 }
 
 // The column-wise cast read from x as it lies (kernels/cpu/mx/mx_cast.h) gives the bytes of
-// mx_quantize over x^T made contiguous, for every element and rounding, float32 and bfloat16,
-// at every SIMD level, with NaN, inf and blocks and strips cut at the edges (rows 300: runs of
-// 256 and a short one ending in a short block; 37 columns: strips of 16 and a short one; an odd
-// row count for the 4-bit codes' last byte), single- and multi-threaded sizes.
-TEST(Fp8Mx, TransposedCastIsTheCastOfTheContiguousTranspose) {
+// mx_quantize_columns is mx_quantize over x^T made contiguous, its codes and scales transposed
+// back into x's layout, for every element and rounding, float32 and bfloat16, at every SIMD
+// level, with NaN, inf and blocks cut at the edges (rows 300: a short last block; 37 columns: an
+// odd count for the 4-bit codes' last byte and columns beyond the vectors), single- and
+// multi-threaded sizes.
+TEST(Fp8Mx, ColumnCastIsTheCastOfTheContiguousTransposeTransposedBack) {
   namespace km = kernels::mx;
   std::vector<SimdLevel> levels{SimdLevel::kScalar};
   for (SimdLevel l : {SimdLevel::kAvx2, SimdLevel::kAvx512})
@@ -216,16 +219,28 @@ TEST(Fp8Mx, TransposedCastIsTheCastOfTheContiguousTranspose) {
       const Tensor t = src.t().contiguous();
       for (const km::Element e : {km::Element::kE4m3, km::Element::kE5m2, km::Element::kE2m1}) {
         for (const km::E8m0Rounding r : {km::E8m0Rounding::kFloor, km::E8m0Rounding::kRceil}) {
-          const int64_t code_n = cols * km::code_bytes(e, rows),
-                        scale_n = cols * ((rows + 31) / 32);
-          std::vector<uint8_t> want_c(static_cast<size_t>(code_n)),
-              want_s(static_cast<size_t>(scale_n));
-          km::mx_quantize(t.data_ptr(), dt, cols, rows, e, r, want_c.data(), want_s.data(),
+          const int64_t t_row = km::code_bytes(e, rows), row = km::code_bytes(e, cols);
+          const int64_t nb = (rows + 31) / 32;
+          std::vector<uint8_t> tc(static_cast<size_t>(cols * t_row)),
+              ts(static_cast<size_t>(cols * nb));
+          km::mx_quantize(t.data_ptr(), dt, cols, rows, e, r, tc.data(), ts.data(),
                           SimdLevel::kScalar);
+          std::vector<uint8_t> want_c(static_cast<size_t>(rows * row), 0), want_s(ts.size());
+          for (int64_t c = 0; c < cols; ++c) {
+            for (int64_t b = 0; b < nb; ++b) want_s[b * cols + c] = ts[c * nb + b];
+            for (int64_t i = 0; i < rows; ++i) {
+              if (e != km::Element::kE2m1) {
+                want_c[i * row + c] = tc[c * t_row + i];
+              } else {
+                const int code = (tc[c * t_row + i / 2] >> ((i & 1) * 4)) & 0xF;
+                want_c[i * row + c / 2] |= static_cast<uint8_t>(code << ((c & 1) * 4));
+              }
+            }
+          }
           for (const SimdLevel level : levels) {
             std::vector<uint8_t> got_c(want_c.size(), 0xAB), got_s(want_s.size(), 0xAB);
-            km::mx_quantize_transposed(src.data_ptr(), dt, rows, cols, e, r, got_c.data(),
-                                       got_s.data(), level);
+            km::mx_quantize_columns(src.data_ptr(), dt, rows, cols, e, r, got_c.data(),
+                                    got_s.data(), level);
             const std::string at = std::string(dt.name()) + " " + std::to_string(rows) + "x" +
                                    std::to_string(cols) + " element " +
                                    std::to_string(static_cast<int>(e)) + " rounding " +
@@ -236,6 +251,73 @@ TEST(Fp8Mx, TransposedCastIsTheCastOfTheContiguousTranspose) {
           }
         }
       }
+    }
+  }
+}
+
+// The products of column-blocked operands (read transposed, decoded from their rows as they
+// lie) give the bytes of the products of the row-blocked transposes: dW = dy^T @ x (both
+// operands column-blocked) and dx = dy @ W (W column-blocked), float32 and bfloat16 results,
+// every element format, K with a short last block, odd column counts, NaN and inf in the
+// operands, at every SIMD level of the kernel and through fp8::mx_gemm.
+TEST(Fp8Mx, ColumnBlockedOperandsGiveTheProductsOfTheRowBlockedTransposes) {
+  namespace km = kernels::mx;
+  std::vector<SimdLevel> levels{SimdLevel::kScalar};
+  for (SimdLevel l : {SimdLevel::kAvx2, SimdLevel::kAvx512})
+    if (simd_level() >= l) levels.push_back(l);
+  const int64_t M = 300, N = 45, K = 77;  // dy (M, N), x (M, K), W (N, K)
+  std::vector<float> dyv = wide_normal(M * N, 51, 3.0f), xv = wide_normal(M * K, 52, 3.0f),
+                     wv = wide_normal(N * K, 53, 3.0f);
+  dyv[7] = std::numeric_limits<float>::quiet_NaN();
+  xv[K * 40 + 3] = std::numeric_limits<float>::infinity();
+  const Tensor dy = tensor(dyv, {M, N}).to(kBFloat16), x = tensor(xv, {M, K}),
+               w = tensor(wv, {N, K}).to(kBFloat16);
+  for (const FormatId f : {FormatId::kMxfp8E4m3, FormatId::kMxfp8E5m2, FormatId::kMxfp4}) {
+    const auto rd = formats::E8m0Rounding::kRceil;
+    const km::Element e =
+        f == FormatId::kMxfp8E4m3
+            ? km::Element::kE4m3
+            : (f == FormatId::kMxfp8E5m2 ? km::Element::kE5m2 : km::Element::kE2m1);
+    const auto columns = [&](const Tensor& t) { return fp8::quantize_mx_columns(t, f, rd, false); };
+    const fp8::MxTensor dy_rows = fp8::quantize_mx(dy, f, rd, false);
+    const fp8::MxTensor dyt_rows = fp8::quantize_mx(dy.t().contiguous(), f, rd, false);
+    const fp8::MxTensor xt_rows = fp8::quantize_mx(x.t().contiguous(), f, rd, false);
+    const fp8::MxTensor wt_rows = fp8::quantize_mx(w.t().contiguous(), f, rd, false);
+    const fp8::MxTensor dy_cols = columns(dy), x_cols = columns(x), w_cols = columns(w);
+    const auto same_bytes = [](const Tensor& a, const Tensor& b) {
+      return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+             std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.dtype().itemsize()) == 0;
+    };
+    const std::string at(formats::format_name(f));
+    for (const DType out : {kFloat32, kBFloat16}) {
+      const Tensor dw_old = fp8::mx_gemm(dyt_rows, xt_rows, Tensor(), out);
+      const Tensor dx_old = fp8::mx_gemm(dy_rows, wt_rows, Tensor(), out);
+      EXPECT_TRUE(same_bytes(fp8::mx_gemm(dy_cols, x_cols, Tensor(), out), dw_old)) << at;
+      EXPECT_TRUE(same_bytes(fp8::mx_gemm(dy_rows, w_cols, Tensor(), out), dx_old)) << at;
+      EXPECT_TRUE(std::isnan(dw_old.to(kFloat32).data<float>()[7 * K])) << at;  // dy's NaN
+    }
+    // The kernel at each level: dW's float32 bits.
+    const auto view = [&](const fp8::MxTensor& q, bool t) {
+      km::MxOperandView v{static_cast<const uint8_t*>(q.codes.data_ptr()),
+                          static_cast<const uint8_t*>(q.scales.data_ptr()),
+                          e,
+                          false,
+                          q.shape[0],
+                          q.shape[1],
+                          t};
+      v.blocks = q.blocks == formats::BlockAxis::kAlongColumns ? km::MxBlocks::kAlongColumns
+                                                               : km::MxBlocks::kAlongRows;
+      return v;
+    };
+    std::vector<float> want(static_cast<size_t>(N * K)), got(want.size());
+    km::mx_gemm(view(dyt_rows, false), view(xt_rows, false), N, K, M, 1.0f, nullptr, want.data(),
+                SimdLevel::kScalar);
+    for (const SimdLevel level : levels) {
+      std::fill(got.begin(), got.end(), -1.0f);
+      km::mx_gemm(view(dy_cols, true), view(x_cols, true), N, K, M, 1.0f, nullptr, got.data(),
+                  level);
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+          << at << " level " << static_cast<int>(level);
     }
   }
 }

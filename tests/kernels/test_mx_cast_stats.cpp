@@ -119,14 +119,15 @@ float mx_mult(uint8_t s, E8m0Rounding rounding, float elem_max) {
                                           : scalar::rceil_multiplier(s, 0.0f, elem_max);
 }
 
-// mx_quantize's statistics (and, with `transposed`, mx_quantize_transposed's of x^T) against the
-// recount of its own codes and scales.
+// mx_quantize's statistics (and, with `transposed`, mx_quantize_columns's of x, which are those
+// of x^T's rows) against the recount of its own codes and scales (with `transposed`, moved to
+// x^T's row-wise layout).
 void check_mx(int64_t rows, int64_t cols, bool transposed, uint32_t seed) {
   for (Element e : {Element::kE4m3, Element::kE5m2, Element::kE2m1}) {
     const ElementLimits lim = element_limits(e);
     const bool fp4 = e == Element::kE2m1;
-    // The cast's rows (x's, or x^T's, which the transposed cast reads from x) hold the edge
-    // blocks.
+    // The cast's rows (x's, or x^T's, whose blocks the column cast reads down x's columns) hold
+    // the edge blocks.
     const int64_t qr = transposed ? cols : rows, qc = transposed ? rows : cols;
     const std::vector<float> edges = edge_source(qr, qc, kMxBlock, lim.max, seed);
     std::vector<float> f32(edges.size());
@@ -147,11 +148,27 @@ void check_mx(int64_t rows, int64_t cols, bool transposed, uint32_t seed) {
           std::vector<uint8_t> codes(static_cast<size_t>(qr * code_row));
           std::vector<uint8_t> scales(static_cast<size_t>(qr * nb));
           MxCastStats got;
-          if (transposed)
-            mx_quantize_transposed(src, dt, rows, cols, e, rd, codes.data(), scales.data(), level,
-                                   &got);
-          else
+          if (transposed) {
+            // x's layout (rows x code_bytes(cols), scales [blocks of rows][cols]) into x^T's.
+            const int64_t x_row = code_bytes(e, cols);
+            std::vector<uint8_t> xc(static_cast<size_t>(rows * x_row));
+            std::vector<uint8_t> xs(static_cast<size_t>(nb * cols));
+            mx_quantize_columns(src, dt, rows, cols, e, rd, xc.data(), xs.data(), level, &got);
+            for (int64_t c = 0; c < cols; ++c) {
+              for (int64_t b = 0; b < nb; ++b) scales[c * nb + b] = xs[b * cols + c];
+              for (int64_t r = 0; r < rows; ++r) {
+                if (!fp4) {
+                  codes[c * code_row + r] = xc[r * x_row + c];
+                  continue;
+                }
+                const int code = (xc[r * x_row + c / 2] >> ((c & 1) * 4)) & 0xF;
+                uint8_t& byte = codes[c * code_row + r / 2];
+                byte = static_cast<uint8_t>((r & 1) ? (byte | code << 4) : code);
+              }
+            }
+          } else {
             mx_quantize(src, dt, rows, cols, e, rd, codes.data(), scales.data(), level, &got);
+          }
           const MxCastStats want = recount(
               xq, qr, qc, kMxBlock, codes.data(), code_row, fp4, lim.max,
               [&](int64_t r, int64_t b) { return mx_mult(scales[r * nb + b], rd, lim.max); },
@@ -177,9 +194,9 @@ TEST(MxCastStats, FusedCountsEqualARecountOverSegmentsAndThreads) {
   check_mx(12, 8192 + 3 * kMxBlock + 5, false, 2);  // two segments a row, on threads
 }
 
-TEST(MxCastStats, TransposedCastCountsAsItsContiguousTranspose) {
-  check_mx(5 * kMxBlock + 7, 21, true, 3);  // a short strip, short runs
-  check_mx(300, 40, true, 4);               // runs of 256 appended per row, on threads
+TEST(MxCastStats, ColumnCastCountsAsItsContiguousTranspose) {
+  check_mx(5 * kMxBlock + 7, 21, true, 3);  // a short band, columns beyond the vectors
+  check_mx(300, 400, true, 4);              // bands on threads
 }
 
 // A NaN block holding the tensor's amax keeps the multiplier of the last block before it that

@@ -41,16 +41,26 @@ struct Nvfp4Options {
   std::optional<float> tensor_scale;
 };
 
+// Which way a matrix's blocks lie. Either way the codes keep the matrix's row-major layout.
+enum class BlockAxis : uint8_t {
+  kAlongRows,     // 1 x block runs of a row; scales [rows][ceil(cols / block)]
+  kAlongColumns,  // block x 1 runs down a column; scales [ceil(rows / block)][cols]
+};
+
 // The sizes of one rows x cols matrix in a block format.
 struct BlockLayout {
   FormatId format;
   int64_t rows = 0;
   int64_t cols = 0;
+  BlockAxis blocks = BlockAxis::kAlongRows;
   int64_t block() const;           // 32 (MX) or 16 (NVFP4)
   int64_t row_code_bytes() const;  // cols (FP8) or ceil(cols / 2) (E2M1)
   int64_t row_scales() const;      // ceil(cols / block)
   int64_t code_bytes() const { return rows * row_code_bytes(); }
-  int64_t scale_bytes() const { return rows * row_scales(); }
+  int64_t scale_bytes() const {
+    return blocks == BlockAxis::kAlongRows ? rows * row_scales()
+                                           : (rows + block() - 1) / block() * cols;
+  }
 };
 
 // A quantized matrix, row-major. codes: one FP8 code per byte, or two E2M1 codes per byte with

@@ -18,6 +18,7 @@
 
 #include "mantissa/core/format_id.h"
 #include "mantissa/core/tensor.h"
+#include "mantissa/formats/block_formats.h"
 
 namespace mantissa::gemm {
 
@@ -42,8 +43,10 @@ struct Operand {
   int64_t block = 0;  // 4-bit: elements per absmax; block formats: 32 or 16
   bool transposed = false;
   bool tiles_16x16 = false;  // NVFP4: one scale per 16x16 tile (block_scaled)
-  Tensor widened;            // FP8 (optional): the codes already widened to bfloat16
-  Tensor transposed_codes;   // FP8 on a GPU (optional): the codes already transposed
+  // Block formats: along the rows (block_scaled) or the columns (block_scaled_columns).
+  formats::BlockAxis blocks = formats::BlockAxis::kAlongRows;
+  Tensor widened;           // FP8 (optional): the codes already widened to bfloat16
+  Tensor transposed_codes;  // FP8 on a GPU (optional): the codes already transposed
 
   bool dense() const { return !format.has_value(); }
   // The same operand read transposed.
@@ -77,6 +80,12 @@ Operand fp8_blocks(FormatId format, const Tensor& codes, const Tensor& scale_inv
 // multiply the sum once (docs/fp8.md "Block-format operands").
 Operand block_scaled(FormatId format, const Tensor& codes, const Tensor& scales, const Shape& shape,
                      float tensor_scale = 1.0f, bool tiles_16x16 = false);
+// The same for an MX matrix X whose blocks run down its columns (formats::BlockAxis::
+// kAlongColumns: codes in X's layout, E8M0 scales [ceil(rows / 32)][cols], TransformerEngine's
+// MXFP8 column-wise data): its blocks lie along K where A is read transposed or B as stored
+// (dW = dy^T @ x from the column-wise copies of dy and x).
+Operand block_scaled_columns(FormatId format, const Tensor& codes, const Tensor& scales,
+                             const Shape& shape);
 // W (rows, cols) in nf4 or fp4: packed codes, fp32 absmax per `block` elements.
 Operand four_bit(FormatId format, const Tensor& packed, const Shape& shape, int64_t block,
                  const Tensor& absmax);

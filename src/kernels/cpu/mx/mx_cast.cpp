@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/mx/philox.h"
-#include "kernels/cpu/mx/transpose_tiles.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::mx {
@@ -130,6 +130,21 @@ void nvfp4_encode_sr_scalar(const void* src, DType dtype, int64_t n, float tenso
   }
 }
 
+void mx_encode_column_band_scalar(const void* src, DType dtype, int64_t rows, int64_t cols,
+                                  Element e, E8m0Rounding r, uint8_t* codes, uint8_t* scales,
+                                  MxStatsRun* runs) {
+  const int64_t code_row = code_bytes(e, cols);
+  std::fill_n(codes, rows * code_row, uint8_t{0});  // E2M1 codes go into their nibbles
+  for (int64_t r0 = 0; r0 < rows; r0 += kMxBlock) {
+    const void* band =
+        static_cast<const char*>(src) + r0 * cols * static_cast<int64_t>(dtype.itemsize());
+    const int64_t n = std::min(kMxBlock, rows - r0);
+    for (int64_t c = 0; c < cols; ++c)
+      encode_column_block_scalar(band, dtype, cols, n, c, e, r, codes + r0 * code_row, code_row,
+                                 scales + r0 / kMxBlock * cols + c, runs ? runs + c : nullptr);
+  }
+}
+
 }  // namespace
 
 const MxKernels kScalarKernels = {.encode = mx_encode_scalar,
@@ -137,7 +152,31 @@ const MxKernels kScalarKernels = {.encode = mx_encode_scalar,
                                   .nvfp4_encode = nvfp4_encode_scalar,
                                   .nvfp4_encode_sr = nvfp4_encode_sr_scalar,
                                   .nvfp4_decode = nvfp4_decode_scalar,
-                                  .amax = amax_scalar};
+                                  .amax = amax_scalar,
+                                  .encode_column_band = mx_encode_column_band_scalar};
+
+void encode_column_block_scalar(const void* src, DType dtype, int64_t ld, int64_t n, int64_t c,
+                                Element e, E8m0Rounding r, uint8_t* codes, int64_t code_row,
+                                uint8_t* scale, MxStatsRun* run) {
+  alignas(64) float column[kMxBlock] = {};  // float32 or bfloat16 elements
+  alignas(64) uint8_t out[kMxBlock];
+  const auto item = static_cast<int64_t>(dtype.itemsize());
+  for (int64_t k = 0; k < n; ++k)
+    std::memcpy(reinterpret_cast<char*>(column) + k * item,
+                static_cast<const char*>(src) + (k * ld + c) * item, static_cast<size_t>(item));
+  mx_encode_scalar(column, dtype, n, e, r, out, scale);
+  for (int64_t k = 0; k < n; ++k) {
+    uint8_t* byte = codes + k * code_row + code_bytes(e, c + 1) - 1;
+    if (e != Element::kE2m1) {
+      *byte = out[k];
+    } else {
+      const int shift = static_cast<int>(c & 1) * 4;
+      const auto code = static_cast<uint8_t>((out[k / 2] >> ((k & 1) * 4)) & 0xF);
+      *byte = static_cast<uint8_t>((*byte & ~(0xF << shift)) | (code << shift));
+    }
+  }
+  if (run) run->append(mx_run_stats(column, dtype, n, e, r, out, scale));
+}
 
 const MxKernels& kernels_for(SimdLevel level) {
   const SimdLevel usable = std::min(level, simd_level());
@@ -234,95 +273,36 @@ void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, E
       stats);
 }
 
-void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                            Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
-                            SimdLevel level, MxCastStats* stats) {
+void mx_quantize_columns(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                         Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
+                         SimdLevel level, MxCastStats* stats) {
   check_shape(src_dtype, rows, cols, src, codes, scales);
+  if (rows * cols == 0) {
+    if (stats) *stats = MxStatsRun{}.finish();
+    return;
+  }
   const detail::MxKernels& k = detail::kernels_for(level);
-  // Row c of src^T is column c of src: a strip of them at a time, one 64-byte cache line of
-  // each row of src (so each line is read once), kRun elements long (a multiple of the block,
-  // so every run but a row's last one holds whole blocks).
-  constexpr int64_t kLine = 64, kRun = 256;
-  const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
-  const int64_t strip = kLine / item;
-  const int64_t code_stride = code_bytes(element, rows), scale_stride = blocks_of(rows, kMxBlock);
-  const int64_t strips = blocks_of(cols, strip);
-  // One run per row of src^T: its blocks appended in order by the strip or chunk that holds
-  // it, the rows appended in order at the end.
-  std::vector<MxStatsRun> row_runs(stats ? static_cast<size_t>(cols) : 0);
-  // Columns ca..cb - 1 (at most a strip) from row r_begin (a multiple of the block) through a
-  // buffer, their runs of src^T encoded by the level's row-wise body.
-  auto through_buffer = [&](int64_t ca, int64_t cb, int64_t r_begin) {
-    alignas(64) unsigned char buf[kLine * kRun];  // [cb - ca][kRun] elements of src^T
-    for (int64_t r0 = r_begin; r0 < rows; r0 += kRun) {
-      const int64_t rn = std::min(kRun, rows - r0);
-      transpose_block_bytes_ahead(at(src, src_dtype, r0 * cols + ca), item, cols, rn, cb - ca, buf,
-                                  kRun, rows - r0 - rn);
-      for (int64_t c = ca; c < cb; ++c) {
-        const void* x = at(buf, src_dtype, (c - ca) * kRun);
-        uint8_t* cp = codes + c * code_stride + code_bytes(element, r0);
-        uint8_t* sp = scales + c * scale_stride + r0 / kMxBlock;
-        const MxStatsRun run =
-            encode_segment(k, x, src_dtype, rn, element, rounding, cp, sp, stats != nullptr);
-        if (stats) row_runs[c].append(run);
-      }
-    }
-  };
-  const bool parallel = rows * cols >= kParallelFrom;
-  const bool columns =
-      src_dtype == kBFloat16 ? k.encode_columns_bf16 != nullptr : k.encode_columns_f32 != nullptr;
-  if (columns && rows >= kMxBlock) {
-    // The cast without the buffer: the whole blocks of rows in one band of block rows a
-    // thread, each band's columns in groups of 16 by the level's column body; the rows' short
-    // last block and the columns that make no group of 16 through the buffer.
-    const int64_t column_rows = rows / kMxBlock * kMxBlock, grouped = cols / 16 * 16;
-    const int64_t block_rows = column_rows / kMxBlock;
-    const int64_t bands =
-        parallel ? std::min<int64_t>(omp_get_max_threads(), block_rows) : int64_t{1};
-    // Each band's runs of src^T's rows, appended band after band.
-    std::vector<MxStatsRun> band_runs(stats ? static_cast<size_t>(bands * grouped) : 0);
-    if (grouped > 0) {
+  const int64_t block_rows = blocks_of(rows, kMxBlock);
+  const int64_t code_row = code_bytes(element, cols);
+  // Bands of whole block rows, one a thread; each column's blocks of a band counted in that
+  // band's runs, which are appended column by column, band after band (src^T's block order).
+  const int64_t bands = rows * cols >= kParallelFrom
+                            ? std::min<int64_t>(omp_get_max_threads(), block_rows)
+                            : int64_t{1};
+  std::vector<MxStatsRun> band_runs(stats ? static_cast<size_t>(bands * cols) : 0);
 #pragma omp parallel for schedule(static, 1) if (bands > 1)
-      for (int64_t b = 0; b < bands; ++b) {
-        // Bands start on a multiple of the block rows whose codes make a column's whole 64-byte
-        // line in an aligned buffer (two of FP8, four of E2M1), so that no line is split.
-        const int64_t line = element == Element::kE2m1 ? 4 : 2;
-        const int64_t lines = (block_rows + line - 1) / line;
-        const int64_t b0 = std::min(block_rows, line * (lines * b / bands));
-        const int64_t b1 = std::min(block_rows, line * (lines * (b + 1) / bands));
-        if (b1 == b0) continue;
-        MxStatsRun* runs = stats ? band_runs.data() + b * grouped : nullptr;
-        if (src_dtype == kBFloat16)
-          k.encode_columns_bf16(static_cast<const uint16_t*>(src) + b0 * kMxBlock * cols, cols,
-                                (b1 - b0) * kMxBlock, 0, grouped / 16, element, rounding,
-                                codes + code_bytes(element, b0 * kMxBlock), code_stride,
-                                scales + b0, scale_stride, runs);
-        else
-          k.encode_columns_f32(static_cast<const float*>(src) + b0 * kMxBlock * cols, cols,
-                               (b1 - b0) * kMxBlock, 0, grouped / 16, element, rounding,
-                               codes + code_bytes(element, b0 * kMxBlock), code_stride, scales + b0,
-                               scale_stride, runs);
-      }
-    }
-    for (int64_t b = 0; b < (stats ? bands : 0); ++b)
-      for (int64_t c = 0; c < grouped; ++c) row_runs[c].append(band_runs[b * grouped + c]);
-    if (column_rows < rows || grouped < cols) {
-#pragma omp parallel for schedule(static) if (strips > 1 && parallel)
-      for (int64_t s = 0; s < strips; ++s) {
-        const int64_t ca = s * strip, cb = std::min(cols, ca + strip);
-        const int64_t mid = std::clamp(grouped, ca, cb);
-        if (mid > ca && column_rows < rows) through_buffer(ca, mid, column_rows);
-        if (cb > mid) through_buffer(mid, cb, 0);
-      }
-    }
-  } else {
-#pragma omp parallel for schedule(static) if (strips > 1 && parallel)
-    for (int64_t s = 0; s < strips; ++s)
-      through_buffer(s * strip, std::min(cols, (s + 1) * strip), 0);
+  for (int64_t b = 0; b < bands; ++b) {
+    const int64_t b0 = block_rows * b / bands, b1 = block_rows * (b + 1) / bands;
+    if (b1 == b0) continue;
+    const int64_t r0 = b0 * kMxBlock, r1 = std::min(rows, b1 * kMxBlock);
+    k.encode_column_band(at(src, src_dtype, r0 * cols), src_dtype, r1 - r0, cols, element, rounding,
+                         codes + r0 * code_row, scales + b0 * cols,
+                         stats ? band_runs.data() + b * cols : nullptr);
   }
   if (!stats) return;
   MxStatsRun all;
-  for (const MxStatsRun& run : row_runs) all.append(run);
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t b = 0; b < bands; ++b) all.append(band_runs[b * cols + c]);
   *stats = all.finish();
 }
 

@@ -25,14 +25,17 @@ namespace mantissa::kernels::mx {
 void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, Element element,
                  E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
                  SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
-// mx_quantize of src^T (cols x rows, its blocks along src's columns), read from src as it lies:
-// the codes, scales and statistics of mx_quantize over the transposed copy, without that copy
-// (each block of 32 rows x 16 columns cast down its columns, its codes transposed in registers;
-// the edges that make no whole block of rows or group of 16 columns: blocks of src transposed
-// through a small buffer on their way to the cast).
-void mx_quantize_transposed(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                            Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
-                            SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
+// The blocks along src's columns (formats::BlockAxis::kAlongColumns, TransformerEngine's MXFP8
+// column-wise data: transformer_engine/pytorch/tensor/mxfp8_tensor.py keeps columnwise_data in the
+// tensor's own shape with columnwise_scale_inv of shape [rows / 32, cols]): codes in src's layout
+// (rows x code_bytes(element, cols)), one scale per 32 x 1 block of a column, scales[rows / 32
+// rounded up][cols]; a column's short last block (rows not a multiple of 32) as if padded with
+// zeros. Every code and scale is that of mx_quantize of src^T at the transposed place, and the
+// statistics are mx_quantize's of src^T (its blocks counted column by column). src is read as it
+// lies, a band of 32 rows at a time: each column's amax a maximum down the band, no transpose.
+void mx_quantize_columns(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                         Element element, E8m0Rounding rounding, uint8_t* codes, uint8_t* scales,
+                         SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
 // out[i] = value(code) * 2^(scale - 127) in float32 (NaN where the scale is 0xFF).
 void mx_dequantize(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                    Element element, float* out, SimdLevel level = simd_level());
@@ -113,20 +116,13 @@ struct MxKernels {
   void (*mxfp4_encode_sr)(const void* src, DType src_dtype, int64_t n, uint64_t seed,
                           uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
                           uint8_t* scales) = nullptr;
-  // mx_quantize_transposed's cast of a bfloat16 src (ld elements a row): rows c0 .. c0 + 16 *
-  // groups - 1 of src^T (src's columns, all inside src) over src's rows 0 .. rows - 1 (a
-  // multiple of 32), row c's codes from codes + c * code_row and its scales
-  // from scales + c * scale_row; with `runs`, row c's statistics appended to runs[c - c0]
-  // block by block. Null: the transposing buffer and `encode` for every source.
-  void (*encode_columns_bf16)(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,
-                              int64_t groups, Element element, E8m0Rounding rounding,
-                              uint8_t* codes, int64_t code_row, uint8_t* scales, int64_t scale_row,
-                              MxStatsRun* runs) = nullptr;
-  // The same for a float32 source.
-  void (*encode_columns_f32)(const float* src, int64_t ld, int64_t rows, int64_t c0, int64_t groups,
+  // mx_quantize_columns's cast of one band of src (cols elements a row): `rows` rows (a
+  // multiple of 32 but at the tensor's end), their codes (rows x code_bytes(element, cols)) and
+  // their scale rows (ceil(rows / 32) x cols); with `runs`, column c's blocks' statistics
+  // appended to runs[c] in order.
+  void (*encode_column_band)(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                              Element element, E8m0Rounding rounding, uint8_t* codes,
-                             int64_t code_row, uint8_t* scales, int64_t scale_row,
-                             MxStatsRun* runs) = nullptr;
+                             uint8_t* scales, MxStatsRun* runs) = nullptr;
 };
 
 // The NVFP4 cast of rows c0..c0 + 7 of RHT(src^T) (hadamard.h, rht_transpose_nvfp4), from
@@ -139,25 +135,18 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
                             int64_t m_end, const Nvfp4Encoding& encoding, uint8_t* codes,
                             int64_t code_row, uint8_t* scales, int64_t scale_row);
 
-// encode_columns_bf16 and encode_columns_f32 of the AVX2 level (mx_columns_avx2.cpp), whose E2M1
-// columns the AVX-512 level runs too.
-void mx_encode_columns_bf16_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,
-                                 int64_t groups, Element element, E8m0Rounding rounding,
-                                 uint8_t* codes, int64_t code_row, uint8_t* scales,
-                                 int64_t scale_row, MxStatsRun* runs);
-void mx_encode_columns_f32_avx2(const float* src, int64_t ld, int64_t rows, int64_t c0,
-                                int64_t groups, Element element, E8m0Rounding rounding,
-                                uint8_t* codes, int64_t code_row, uint8_t* scales,
-                                int64_t scale_row, MxStatsRun* runs);
-// The same of the AVX-512 level (mx_columns_avx512.cpp): its own FP8 bodies, the AVX2 E2M1 ones.
-void mx_encode_columns_bf16_avx512(const uint16_t* src, int64_t ld, int64_t rows, int64_t c0,
-                                   int64_t groups, Element element, E8m0Rounding rounding,
-                                   uint8_t* codes, int64_t code_row, uint8_t* scales,
-                                   int64_t scale_row, MxStatsRun* runs);
-void mx_encode_columns_f32_avx512(const float* src, int64_t ld, int64_t rows, int64_t c0,
-                                  int64_t groups, Element element, E8m0Rounding rounding,
-                                  uint8_t* codes, int64_t code_row, uint8_t* scales,
-                                  int64_t scale_row, MxStatsRun* runs);
+// One block of column c of a band (n <= 32 rows from src, ld elements apart) by the scalar
+// body: its codes into the band's rows (code_row bytes apart; an E2M1 code into its nibble, the
+// byte's other nibble kept), its scale to *scale, and with `run` its statistics appended. The
+// reference, and the SIMD bodies' way for the blocks their vectors leave.
+void encode_column_block_scalar(const void* src, DType src_dtype, int64_t ld, int64_t n, int64_t c,
+                                Element element, E8m0Rounding rounding, uint8_t* codes,
+                                int64_t code_row, uint8_t* scale, MxStatsRun* run);
+// encode_column_band of the AVX2 level (mx_columns_avx2.cpp), which the AVX-512 level runs for
+// the E2M1 columns (its FP8 ones: mx_columns_avx512.cpp).
+void mx_encode_column_band_avx2(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                                Element element, E8m0Rounding rounding, uint8_t* codes,
+                                uint8_t* scales, MxStatsRun* runs);
 
 extern const MxKernels kScalarKernels;
 extern const MxKernels kAvx2Kernels;

@@ -1,7 +1,7 @@
 // AVX2 (+FMA, F16C) level of the MX casts: its row casts by element type (mx_rows_fp8_avx2.cpp,
-// mx_rows_e2m1_avx2.cpp) and decode, which the AVX-512 level runs too. The transposed cast's
-// column bodies are mx_columns_avx2.cpp's, the NVFP4 and MXFP4-SR bodies nvfp4_rows_avx2.cpp's;
-// this file's table (kAvx2Kernels) names them all.
+// mx_rows_e2m1_avx2.cpp) and decode, which the AVX-512 level runs too. The column-wise cast's
+// body is mx_columns_avx2.cpp's, the NVFP4 and MXFP4-SR bodies nvfp4_rows_avx2.cpp's; this
+// file's table (kAvx2Kernels) names them all.
 #include <immintrin.h>
 
 #include "kernels/cpu/mx/mx_cast.h"
@@ -86,8 +86,7 @@ const MxKernels kAvx2Kernels = {.encode = mx_encode,
                                 .amax = avx2::amax,
                                 .nvfp4_encode_stats = avx2::nvfp4_encode_stats,
                                 .mxfp4_encode_sr = avx2::mxfp4_encode_sr,
-                                .encode_columns_bf16 = mx_encode_columns_bf16_avx2,
-                                .encode_columns_f32 = mx_encode_columns_f32_avx2};
+                                .encode_column_band = mx_encode_column_band_avx2};
 
 }  // namespace mantissa::kernels::mx::detail
 

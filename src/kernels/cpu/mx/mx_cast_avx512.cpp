@@ -1,9 +1,8 @@
 // AVX-512 (F, BW, VL) level of the MX casts: its decode, 16 lanes at a time (one MX block is
 // two vectors). Its row casts to FP8 are mx_rows_fp8_avx512.cpp's, to E2M1 the AVX2 body's
 // (mx_rows_e2m1_avx2.cpp), which casts each block on the source's bits (a bfloat16 source in
-// 16-bit lanes, 16 elements a vector). The transposed cast's FP8 columns are
-// mx_columns_avx512.cpp's (its E2M1 columns the AVX2 body's). The level's NVFP4 and MXFP4-SR
-// bodies are nvfp4_cast_avx512.cpp's.
+// 16-bit lanes, 16 elements a vector). The column-wise cast runs the AVX2 body
+// (mx_columns_avx2.cpp). The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -91,8 +90,7 @@ const MxKernels kAvx512Kernels = {.encode = mx_encode,
                                   .amax = avx512::amax,
                                   .nvfp4_encode_stats = avx512::nvfp4_encode_stats,
                                   .mxfp4_encode_sr = avx512::mxfp4_encode_sr,
-                                  .encode_columns_bf16 = mx_encode_columns_bf16_avx512,
-                                  .encode_columns_f32 = mx_encode_columns_f32_avx512};
+                                  .encode_column_band = mx_encode_column_band_avx2};
 
 }  // namespace mantissa::kernels::mx::detail
 

@@ -31,6 +31,7 @@ constexpr int64_t kNb = 256;  // columns of B's panel
 constexpr int64_t kKc = 256;  // K per packed slice: a multiple of both block lengths
 // The most floats of B decoded once for all tasks (larger B's are decoded by each task).
 constexpr int64_t kMaxSharedB = int64_t{4} << 20;
+constexpr int64_t kAcols = 64;  // A's columns decoded from its stored rows at a time
 constexpr int64_t kMaxR = kFp32TileMaxRows;
 constexpr int64_t kMaxC = kFp32TileMaxCols;
 // The value of every code byte as an element and as a block scale.
@@ -64,10 +65,13 @@ struct Panels {
   // where B's panels are shared.
   std::unique_ptr<float[]> b;
   std::unique_ptr<float[]> rows;  // [16][kKc]: B's stored rows on their way to the panel
+  // [kKc][kAcols]: A's stored rows (V = X^T, blocks along X's columns) on their way to its panel
+  std::unique_ptr<float[]> a_rows;
   explicit Panels(bool own_b)
       : a(std::make_unique_for_overwrite<float[]>((kMs + kMaxR) * kKc)),
         b(own_b ? std::make_unique_for_overwrite<float[]>(kKc * kNb) : nullptr),
-        rows(own_b ? std::make_unique_for_overwrite<float[]>(16 * kKc) : nullptr) {}
+        rows(own_b ? std::make_unique_for_overwrite<float[]>(16 * kKc) : nullptr),
+        a_rows(std::make_unique_for_overwrite<float[]>(kKc * kAcols)) {}
 };
 
 // B's panels of every slice and panel of kNb columns, decoded once: panel q of slice s (each
@@ -87,17 +91,24 @@ struct Layout {
   const float* scale_values;
   int64_t block, code_row, scale_row;
   bool fp4;
+  bool along_columns;  // scales [ceil(rows / block)][cols] (MxBlocks::kAlongColumns)
+  // The scale byte of stored element (r, c).
+  int64_t scale_at(int64_t r, int64_t c) const {
+    return along_columns ? r / block * scale_row + c : r * scale_row + c / block;
+  }
 };
 
 Layout layout_of(const MxOperandView& v) {
   const Tables& t = tables();
   const int64_t block = v.nvfp4 ? kNvfp4Block : kMxBlock;
+  const bool along_columns = v.blocks == MxBlocks::kAlongColumns;
   return {t.element(v.element),
           v.nvfp4 ? t.e4m3_scale.data() : t.e8m0.data(),
           block,
           code_bytes(v.element, v.cols),
-          (v.cols + block - 1) / block,
-          v.element == Element::kE2m1};
+          along_columns ? v.cols : (v.cols + block - 1) / block,
+          v.element == Element::kE2m1,
+          along_columns};
 }
 
 // Decodes len elements of one block (codes from element `first`, a block boundary) times its
@@ -169,8 +180,74 @@ bool decode_block_vector(const MxOperandView& v, const uint8_t* codes, int64_t f
     for (int64_t k = 0; k < kl; ++k) {
       const int64_t r = k0 + k;
       const auto code = static_cast<uint8_t>(v.codes[r * code_row + byte] >> shift);
-      dst[k * step] = ev[code] * sv[v.scales[r * scale_row + i / block]];
+      dst[k * step] = ev[code] * sv[v.scales[l.scale_at(r, i)]];
     }
+  }
+}
+
+// Stored row r, columns c0.. (n of them, c0 even) of X with blocks along its columns, each value
+// times its block's scale (s: the n columns' scale values in r's block row), into out: the
+// values decoded unscaled by code_panels (the table's bits) and multiplied as the table loop
+// multiplies, value times scale; an odd E2M1 run through the table.
+void decode_column_blocks_row(const MxOperandView& v, const Layout& l, int64_t r, int64_t c0,
+                              int64_t n, const float* s, float* out) {
+  const uint8_t* codes = v.codes + r * l.code_row;
+  if (l.fp4 && n % 2 != 0) {
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = l.element_values[(codes[(c0 + j) >> 1] >> (((c0 + j) & 1) * 4)) & 15] * s[j];
+    return;
+  }
+  if (l.fp4) {
+    code_panels::decode_e2m1(codes + c0 / 2, n, 1.0f, out);
+  } else if (v.element == Element::kE4m3) {
+    const float* ev = l.element_values;
+    code_panels::decode_e4m3(codes + c0, n, 1.0f, {ev[0x7F], ev[0xFF]}, out);
+  } else {
+    code_panels::decode_e5m2(codes + c0, n, 1.0f, out);
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) out[j] = out[j] * s[j];
+}
+
+// The scale values of columns c0..c0 + n - 1 in block row r / block of X (blocks along its
+// columns).
+void column_scales(const MxOperandView& v, const Layout& l, int64_t r, int64_t c0, int64_t n,
+                   float* s) {
+  const uint8_t* row = v.scales + r / l.block * l.scale_row + c0;
+  for (int64_t j = 0; j < n; ++j) s[j] = l.scale_values[row[j]];
+}
+
+// A's panel where V = X^T with blocks along X's columns: V's rows m0.. (mlen) over the slice
+// k0.. (kl) are X's columns m0.. over its rows k0..; X's rows decoded kAcols columns at a time
+// into `rows` ([kKc][kAcols]) and transposed into the panel (rows kKc floats apart).
+void decode_a_column_blocks(const MxOperandView& v, int64_t m0, int64_t mlen, int64_t k0,
+                            int64_t kl, float* ap, float* rows) {
+  const Layout l = layout_of(v);
+  float s[kAcols];
+  for (int64_t j0 = 0; j0 < mlen; j0 += kAcols) {
+    const int64_t n = std::min(kAcols, mlen - j0);
+    for (int64_t k = 0; k < kl; ++k) {
+      const int64_t r = k0 + k;
+      if (k == 0 || r % l.block == 0) column_scales(v, l, r, m0 + j0, n, s);
+      decode_column_blocks_row(v, l, r, m0 + j0, n, s, rows + k * kAcols);
+    }
+    code_panels::transpose_into(rows, kAcols, kl, n, ap + j0 * kKc, kKc);
+  }
+}
+
+// B's panel where V = X^T with blocks along X's columns: the panel's row k is X's row k0 + k,
+// columns n0.., decoded straight into the strips of width C (strips of kKc rows).
+void decode_b_column_blocks(const MxOperandView& v, int64_t n0, int64_t nlen, int64_t k0,
+                            int64_t kl, float* bp, int64_t C) {
+  const Layout l = layout_of(v);
+  const int64_t strip = kKc * C;
+  float s[kNb];
+  for (int64_t k = 0; k < kl; ++k) {
+    const int64_t r = k0 + k;
+    if (k == 0 || r % l.block == 0) column_scales(v, l, r, n0, nlen, s);
+    for (int64_t j0 = 0; j0 < nlen; j0 += C)
+      decode_column_blocks_row(v, l, r, n0 + j0, std::min(C, nlen - j0), s + j0,
+                               bp + j0 / C * strip + k * C);
   }
 }
 
@@ -273,7 +350,9 @@ void decode_columns(const MxOperandView& v, int64_t i0, int64_t n, int64_t k0, i
 void decode_b_panel(const Fp32RegisterTile& lv, bool vec, const MxOperandView& b, int64_t n0,
                     int64_t nlen, int64_t k0, int64_t kl, float* bp, float* rows) {
   const int64_t C = lv.cols, strip = kKc * C;
-  if (b.transposed && vec) {
+  if (b.transposed && vec && b.blocks == MxBlocks::kAlongColumns) {
+    decode_b_column_blocks(b, n0, nlen, k0, kl, bp, C);
+  } else if (b.transposed && vec) {
     decode_stored_rows(b, n0, nlen, k0, kl, bp, C);
   } else if (b.transposed) {
     for (int64_t j = 0; j < nlen; ++j)
@@ -302,7 +381,10 @@ void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const Mx
   for (int64_t k0 = 0; k0 < K; k0 += kKc) {
     const int64_t kl = std::min(kKc, K - k0);
     const bool first = k0 == 0;
-    for (int64_t i = 0; i < mlen; ++i) decode_line(a, m0 + i, k0, kl, ap + i * kKc, 1, vec);
+    if (a.transposed && vec && a.blocks == MxBlocks::kAlongColumns)
+      decode_a_column_blocks(a, m0, mlen, k0, kl, ap, p.a_rows.get());
+    else
+      for (int64_t i = 0; i < mlen; ++i) decode_line(a, m0 + i, k0, kl, ap + i * kKc, 1, vec);
     for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
       const int64_t ql = std::min(kNb, n0 + nlen - q0);
       const float* bp = p.b.get();

@@ -12,9 +12,11 @@
 namespace mantissa::kernels::mx {
 
 // One operand seen as the matrix V (R rows, the product's K columns). The stored matrix X is
-// rows x cols in the mx_cast.h layout (codes, scales one per 1x`block` of a row). V = X where
-// `transposed` is false (blocks along K). V = X^T is offered for NVFP4 with 16x16 tiles only
-// (a tile's scale is in each of its rows, so a column's element finds it as well).
+// rows x cols in the mx_cast.h layout (codes row-major; scales one per 1x`block` of a row, or
+// with `blocks` kAlongColumns one per 32x1 block of a column, mx_quantize_columns's). V = X
+// where `transposed` is false (blocks along K: 1x`block` ones). V = X^T is offered for blocks
+// along X's columns (MX), and for NVFP4 with 16x16 tiles (a tile's scale is in each of its rows,
+// so a column's element finds it as well); its panels are decoded from X's rows as they lie.
 struct MxOperandView {
   const uint8_t* codes;
   const uint8_t* scales;
@@ -23,6 +25,7 @@ struct MxOperandView {
   int64_t rows;
   int64_t cols;
   bool transposed;
+  MxBlocks blocks = MxBlocks::kAlongRows;
 };
 
 // out[m, n] (M x N float32, contiguous) =

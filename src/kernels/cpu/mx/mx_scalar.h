@@ -32,6 +32,10 @@ enum class E8m0Rounding : uint8_t {
   kRceil,
 };
 
+// Which way a stored matrix's blocks lie (formats::BlockAxis): 1 x block runs of a row, scales
+// [rows][ceil(cols / block)]; or block x 1 runs down a column, scales [ceil(rows / block)][cols].
+enum class MxBlocks : uint8_t { kAlongRows, kAlongColumns };
+
 inline constexpr int64_t kMxBlock = 32;     // elements per E8M0 scale (MX spec: k = 32)
 inline constexpr int64_t kNvfp4Block = 16;  // elements per E4M3 scale in NVFP4
 inline constexpr uint8_t kE8m0Nan = 0xFF;   // the E8M0 code of a block whose amax is NaN
