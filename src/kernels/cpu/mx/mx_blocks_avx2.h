@@ -184,7 +184,7 @@ inline void encode_scalar(const void* src, int64_t i, int64_t n, uint8_t* codes,
 
 // One element format, scale rounding and source dtype, fixed at compile time so the block loop
 // has no branch on them, one block at a time (a segment's blocks after its groups of eight,
-// encode_groups, or the transposed cast's column blocks): its amax by integer maxima of the
+// encode_groups): its amax by integer maxima of the
 // magnitude bits (a NaN's exceed every number's), then the block in float32 lanes. With `st`,
 // the segment's statistics are counted as it is encoded (mx_run_stats's).
 template <Element E, E8m0Rounding R, DType::Id kSrc>
