@@ -185,10 +185,10 @@ std::pair<std::vector<uint8_t>, std::vector<uint8_t>> source_and_transpose(
 
 // Blocks the E2M1 column body meets rarely: all zero, every element at the format's max (6)
 // times a power of 2 with its neighbours, a subnormal or zero element beside a large one, an
-// infinite or NaN element, amax at the top and bottom of the scales; 12 block rows (three whole
-// lines of each column's E2M1 codes) of 48 columns; bfloat16 and the same values in float32.
+// infinite or NaN element, amax at the top and bottom of the scales; 12 block rows of 112 columns
+// (one step of 64 and 48 beyond it); bfloat16 and the same values in float32.
 void check_e2m1_edges(DType dtype) {
-  const int64_t rows = 384, cols = 48;
+  const int64_t rows = 384, cols = 112;
   std::vector<uint16_t> x(static_cast<size_t>(rows * cols), 0);
   const float kinds[] = {0.0f, 6.0f, 0x1p-126f, 0x1.8p120f, 0.25f, 0x1p-133f, 3e38f, 1.0f};
   for (int64_t r = 0; r < rows; ++r)

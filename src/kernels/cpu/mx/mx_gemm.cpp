@@ -236,18 +236,19 @@ void decode_a_column_blocks(const MxOperandView& v, int64_t m0, int64_t mlen, in
 }
 
 // B's panel where V = X^T with blocks along X's columns: the panel's row k is X's row k0 + k,
-// columns n0.., decoded straight into the strips of width C (strips of kKc rows).
+// columns n0.., decoded in one call a row and copied into the strips of width C (strips of kKc
+// rows).
 void decode_b_column_blocks(const MxOperandView& v, int64_t n0, int64_t nlen, int64_t k0,
                             int64_t kl, float* bp, int64_t C) {
   const Layout l = layout_of(v);
   const int64_t strip = kKc * C;
-  float s[kNb];
+  float s[kNb], row[kNb];
   for (int64_t k = 0; k < kl; ++k) {
     const int64_t r = k0 + k;
     if (k == 0 || r % l.block == 0) column_scales(v, l, r, n0, nlen, s);
+    decode_column_blocks_row(v, l, r, n0, nlen, s, row);
     for (int64_t j0 = 0; j0 < nlen; j0 += C)
-      decode_column_blocks_row(v, l, r, n0 + j0, std::min(C, nlen - j0), s + j0,
-                               bp + j0 / C * strip + k * C);
+      std::copy_n(row + j0, std::min(C, nlen - j0), bp + j0 / C * strip + k * C);
   }
 }
 
