@@ -1,5 +1,6 @@
-// The AVX-512 level's MX row casts (its own FP8 body, kernels/cpu/mx/mx_rows_fp8_avx512.cpp, and
-// the AVX2 body's E2M1) against the scalar body, one segment at a time through the level's kernels
+// The AVX-512 level's MX row casts (its own body for bfloat16 to FP8,
+// kernels/cpu/mx/mx_rows_fp8_avx512.cpp, and the AVX2 bodies it runs for float32 and E2M1) against
+// the scalar body, one segment at a time through the level's kernels
 // (plain, with statistics, and streamed with the codes on and off 32- and 64-byte boundaries):
 // every bfloat16 value (as bfloat16, and widened to float32 with several low halves) in blocks that
 // the vector body casts and in blocks it hands to the AVX2 body, groups of eight holding every kind

@@ -1,8 +1,8 @@
 // AVX-512 (F, BW, VL) level of the MX casts: its decode, 16 lanes at a time (one MX block is
-// two vectors). Its row casts to FP8 are mx_rows_fp8_avx512.cpp's, to E2M1 the AVX2 body's
-// (mx_rows_e2m1_avx2.cpp), which casts each block on the source's bits (a bfloat16 source in
-// 16-bit lanes, 16 elements a vector). The column-wise cast runs the AVX2 body
-// (mx_columns_avx2.cpp). The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
+// two vectors). Its row casts of bfloat16 to FP8 are mx_rows_fp8_avx512.cpp's; float32's to FP8
+// and all to E2M1 are the AVX2 bodies' (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp), which cast
+// each block on the source's bits, 8 or 16 elements a vector. The column-wise cast runs the AVX2
+// body (mx_columns_avx2.cpp). The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -24,7 +24,7 @@ using namespace scalar;
 using namespace avx512_lanes;
 using avx512_lanes::e4m3_values;  // beside the overload on code bytes below
 
-// The row casts: FP8 by this level's body (mx_rows_fp8_avx512.cpp), E2M1 by the AVX2 level's.
+// The row casts: FP8 by mx_rows_fp8_avx512.cpp (its own body for bfloat16), E2M1 by the AVX2 body.
 MxStatsRun encode_rows(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
                        uint8_t* codes, uint8_t* scales, bool stats, bool stream) {
   if (e == Element::kE2m1)
