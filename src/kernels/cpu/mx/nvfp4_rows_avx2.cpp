@@ -141,34 +141,48 @@ inline Bf16Thresholds& bf16_thresholds(float tensor_scale) {
 }
 
 // One block's 16 magnitude codes, negated, in 16-bit lanes in element order, from its row: the
-// thresholds its magnitudes reach (each compare is -1 where reached); v holds the block's
-// elements. With kStats it counts the saturated elements and the flushed ones (nonzero
-// magnitudes under T1) in 16-bit lanes (negative: the sums of -1 masks).
+// thresholds its magnitudes reach (each compare is -1 where reached), with its elements v, their
+// magnitudes m and (kStats) the mask of those past T8 (saturated).
+struct Bf16BlockCodes {
+  __m256i neg, v, m, over;
+};
+
 template <bool kStats>
-inline __m256i bf16_threshold_codes(__m256i v, const int16_t (*row)[16], __m256i& saturated,
-                                    __m256i& flushed) {
+inline Bf16BlockCodes bf16_threshold_codes(__m256i v, const int16_t (*row)[16]) {
   const __m256i m = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
   __m256i r[8];
 #pragma GCC unroll 8
   for (int i = 0; i < (kStats ? 8 : 7); ++i)
     r[i] = _mm256_cmpgt_epi16(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(row[i])));
-  if constexpr (kStats) {
-    saturated = _mm256_add_epi16(saturated, r[7]);
-    flushed = _mm256_add_epi16(
-        flushed, _mm256_sub_epi16(_mm256_cmpgt_epi16(m, _mm256_setzero_si256()), r[0]));
-  }
-  return _mm256_add_epi16(
-      _mm256_add_epi16(_mm256_add_epi16(r[0], r[1]), _mm256_add_epi16(r[2], r[3])),
-      _mm256_add_epi16(_mm256_add_epi16(r[4], r[5]), r[6]));
+  return {
+      _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(r[0], r[1]), _mm256_add_epi16(r[2], r[3])),
+                       _mm256_add_epi16(_mm256_add_epi16(r[4], r[5]), r[6])),
+      v, m, kStats ? r[7] : m};
 }
 
 // The codes of two blocks as 32 bytes in the order of _mm256_packs_epi16(a, b): their negated
-// magnitude codes (bf16_threshold_codes) and their elements va, vb, whose sign bits set bit 3
-// (the packs keep each element's sign in its byte's top bit).
-inline __m256i bf16_code_bytes(__m256i a, __m256i va, __m256i b, __m256i vb) {
+// magnitude codes, with bit 3 set from their elements' sign bits (the packs keep each element's
+// sign in its byte's top bit). With kStats it counts in bytes the saturated elements and the
+// flushed ones: code 0 from a nonzero magnitude (the packs saturate magnitudes to 0..127, so
+// they stay nonzero), _mm256_sign_epi8 keeping the zero code's mask only there.
+template <bool kStats>
+inline __m256i bf16_code_bytes(const Bf16BlockCodes& a, const Bf16BlockCodes& b, __m256i& saturated,
+                               __m256i& flushed) {
+  const __m256i neg = _mm256_packs_epi16(a.neg, b.neg);
+  if constexpr (kStats) {
+    saturated = _mm256_sub_epi8(saturated, _mm256_packs_epi16(a.over, b.over));
+    flushed =
+        _mm256_sub_epi8(flushed, _mm256_sign_epi8(_mm256_cmpeq_epi8(neg, _mm256_setzero_si256()),
+                                                  _mm256_packs_epi16(a.m, b.m)));
+  }
   const __m256i sign =
-      _mm256_blendv_epi8(_mm256_setzero_si256(), _mm256_set1_epi8(8), _mm256_packs_epi16(va, vb));
-  return _mm256_sub_epi8(sign, _mm256_packs_epi16(a, b));
+      _mm256_blendv_epi8(_mm256_setzero_si256(), _mm256_set1_epi8(8), _mm256_packs_epi16(a.v, b.v));
+  return _mm256_sub_epi8(sign, neg);
+}
+
+// A group's byte counts (at most 255 a byte) added to a segment's 32-bit lanes.
+inline __m256i add_byte_counts(__m256i lanes, __m256i counts) {
+  return _mm256_add_epi32(lanes, _mm256_sad_epu8(counts, _mm256_setzero_si256()));
 }
 
 // Four blocks' codes as bytes (bf16_code_bytes of a and b, of c and d) stored as 32 bytes, the
@@ -395,19 +409,19 @@ __attribute__((always_inline)) inline void encode_group8_bf16(const uint16_t* p,
                                                               const Nvfp4ScaleCodeThresholds& sc,
                                                               uint8_t* codes, Nvfp4LaneStats8* st) {
   const char* rows = reinterpret_cast<const char*>(t.row);
-  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, v[2], c[2], bytes[2];
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, bytes[2];
+  Bf16BlockCodes c[2];
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) {
-    v[k % 2] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k));
     c[k % 2] = bf16_threshold_codes<kStats>(
-        v[k % 2], reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[k]), saturated, flushed);
-    if (k % 2 == 1) bytes[(k / 2) % 2] = bf16_code_bytes(c[0], v[0], c[1], v[1]);
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
+        reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[k]));
+    if (k % 2 == 1) bytes[(k / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
     if (k % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (k - 3), bytes[0], bytes[1]);
   }
   if constexpr (kStats) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    st->saturated = _mm256_sub_epi32(st->saturated, _mm256_madd_epi16(saturated, ones));
-    st->flushed = _mm256_sub_epi32(st->flushed, _mm256_madd_epi16(flushed, ones));
+    st->saturated = add_byte_counts(st->saturated, saturated);
+    st->flushed = add_byte_counts(st->flushed, flushed);
     const __m256 own_f = _mm256_castsi256_ps(g.own);
     st->best = _mm256_max_ps(own_f, st->best);
     // The blocks' factors, as nvfp4_block_scale makes them.
@@ -559,19 +573,19 @@ template <bool kStats>
                                                        const Bf16Consts16& k, uint8_t* codes,
                                                        Nvfp4LaneStats8* st) {
   const char* rows = reinterpret_cast<const char*>(t.row);
-  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, v[2], c[2], bytes[2];
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, bytes[2];
+  Bf16BlockCodes c[2];
 #pragma GCC unroll 16
   for (int b = 0; b < 16; ++b) {
-    v[b % 2] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b));
     c[b % 2] = bf16_threshold_codes<kStats>(
-        v[b % 2], reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[b]), saturated, flushed);
-    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes(c[0], v[0], c[1], v[1]);
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
+        reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[b]));
+    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
     if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
   }
   if constexpr (kStats) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    st->saturated = _mm256_sub_epi32(st->saturated, _mm256_madd_epi16(saturated, ones));
-    st->flushed = _mm256_sub_epi32(st->flushed, _mm256_madd_epi16(flushed, ones));
+    st->saturated = add_byte_counts(st->saturated, saturated);
+    st->flushed = add_byte_counts(st->flushed, flushed);
     // The blocks' own amax as float32 and their codes in 32-bit lanes, in the same order.
     const __m256i zero = _mm256_setzero_si256();
     const __m256 own[2] = {_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, g.own)),
