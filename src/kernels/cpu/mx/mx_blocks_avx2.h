@@ -1,6 +1,6 @@
 #pragma once
 // The AVX2 MX block encode shared by the row casts (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp)
-// and the column casts (mx_columns_avx2.cpp): eight blocks' scales from their amax bits
+// and the column casts (mx_columns_*_avx2.cpp): eight blocks' scales from their amax bits
 // (block_scales8), a block in float32 lanes (encode_block) or the scalar body, a row segment block
 // by block (mx_encode_as), bfloat16 blocks in 16-bit lanes under power-of-2 multipliers
 // (mx_encode_bf16), with their statistics, and the per-block constants of a cast on the source's

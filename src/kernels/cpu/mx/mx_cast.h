@@ -142,10 +142,6 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
 void encode_column_block_scalar(const void* src, DType src_dtype, int64_t ld, int64_t n, int64_t c,
                                 Element element, E8m0Rounding rounding, uint8_t* codes,
                                 int64_t code_row, uint8_t* scale, MxStatsRun* run);
-// encode_column_band of the AVX2 level (mx_columns_avx2.cpp), which the AVX-512 level runs too.
-void mx_encode_column_band_avx2(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                                Element element, E8m0Rounding rounding, uint8_t* codes,
-                                uint8_t* scales, MxStatsRun* runs);
 
 extern const MxKernels kScalarKernels;
 extern const MxKernels kAvx2Kernels;

@@ -1,10 +1,11 @@
 // AVX2 (+FMA, F16C) level of the MX casts: its row casts by element type (mx_rows_fp8_avx2.cpp,
 // mx_rows_e2m1_avx2.cpp) and decode, which the AVX-512 level runs too. The column-wise cast's
-// body is mx_columns_avx2.cpp's, the NVFP4 and MXFP4-SR bodies nvfp4_rows_avx2.cpp's; this
+// bodies are mx_columns_*_avx2.cpp's, the NVFP4 and MXFP4-SR bodies nvfp4_rows_avx2.cpp's; this
 // file's table (kAvx2Kernels) names them all.
 #include <immintrin.h>
 
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mx_columns_levels.h"
 #include "kernels/cpu/mx/mx_lanes_avx2.h"
 #include "kernels/cpu/mx/mx_rows_levels.h"
 #include "kernels/cpu/mx/nvfp4_cast_levels.h"
@@ -86,7 +87,7 @@ const MxKernels kAvx2Kernels = {.encode = mx_encode,
                                 .amax = avx2::amax,
                                 .nvfp4_encode_stats = avx2::nvfp4_encode_stats,
                                 .mxfp4_encode_sr = avx2::mxfp4_encode_sr,
-                                .encode_column_band = mx_encode_column_band_avx2};
+                                .encode_column_band = avx2::encode_column_band};
 
 }  // namespace mantissa::kernels::mx::detail
 

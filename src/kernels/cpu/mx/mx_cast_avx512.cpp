@@ -1,14 +1,15 @@
 // AVX-512 (F, BW, VL) level of the MX casts: its decode, 16 lanes at a time (one MX block is
 // two vectors). Its row casts of bfloat16 to FP8 are mx_rows_fp8_avx512.cpp's; float32's to FP8
 // and all to E2M1 are the AVX2 bodies' (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp), which cast
-// each block on the source's bits, 8 or 16 elements a vector. The column-wise cast runs the AVX2
-// body (mx_columns_avx2.cpp). The level's NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
+// each block on the source's bits, 8 or 16 elements a vector. The column-wise casts run the AVX2
+// bodies (mx_columns_*_avx2.cpp). Its NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <immintrin.h>
 
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mx_columns_levels.h"
 #include "kernels/cpu/mx/mx_lanes_avx512.h"
 #include "kernels/cpu/mx/mx_rows_levels.h"
 #include "kernels/cpu/mx/nvfp4_cast_levels.h"
@@ -90,7 +91,7 @@ const MxKernels kAvx512Kernels = {.encode = mx_encode,
                                   .amax = avx512::amax,
                                   .nvfp4_encode_stats = avx512::nvfp4_encode_stats,
                                   .mxfp4_encode_sr = avx512::mxfp4_encode_sr,
-                                  .encode_column_band = mx_encode_column_band_avx2};
+                                  .encode_column_band = avx2::encode_column_band};
 
 }  // namespace mantissa::kernels::mx::detail
 

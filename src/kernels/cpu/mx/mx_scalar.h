@@ -2,7 +2,7 @@
 // The scalar arithmetic of the block formats (MXFP8, MXFP4, NVFP4; docs/mx_formats.md), one
 // element or one block at a time. Each step is the float32 operation torchao's CPU reference
 // performs (torchao.prototype.mx_formats: to_mx, nvfp4_quantize, f32_to_f4_unpacked), so the
-// codes and scales equal its bytes; the SIMD paths (mx_rows_*_avx2.cpp, mx_columns_avx2.cpp,
+// codes and scales equal its bytes; the SIMD paths (mx_rows_*_avx2.cpp, mx_columns_*_avx2.cpp,
 // mx_cast_avx512.cpp and the nvfp4_*_avx2.cpp, nvfp4_cast_avx512.cpp) give the same bits, which
 // tests/formats checks. Shared by the scalar reference and the SIMD tails.
 #include <bit>

@@ -1,0 +1,323 @@
+// AVX2 (+FMA, F16C) bodies of the MX casts to E2M1 with blocks along the columns
+// (mx_quantize_columns), which the AVX-512 level runs too: a band of 32 rows read as it lies
+// (mx_columns_avx2.h's walk), in chunks of columns, twice: each column's amax as vertical maxima
+// of the magnitude bits row by row, then, from the chunk in cache, each row's codes under its
+// columns' scales, two a byte in the source's layout. Under the floor scale the codes come from a
+// byte table of the E2M1 steps (an offset a column), under rceil from float32 lanes. A column
+// whose block the lanes do not cast (floor: a tiny, infinite or NaN amax; rceil: a NaN amax) is
+// encoded again by the scalar body (encode_column_block_scalar).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/common/stream_codes.h"
+#include "kernels/cpu/fp8/fp8_codes_avx2.h"
+#include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mx_columns_levels.h"
+#include "kernels/cpu/mx/mx_lanes_avx2.h"
+
+// The ISA is enabled after every header, so no inline library code is built for it.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+#include "kernels/cpu/mx/mx_blocks_avx2.h"
+#include "kernels/cpu/mx/mx_columns_avx2.h"
+
+namespace mantissa::kernels::mx::detail {
+namespace {
+
+using namespace scalar;
+using namespace avx2_lanes;
+
+// A band's E2M1 codes in float32 lanes (encode_block's arithmetic with a multiplier a lane):
+// chunks of `width` columns (a multiple of 32) from column c0. A rceil column whose amax is NaN
+// (a NaN multiplier) goes to the scalar body.
+template <E8m0Rounding R, bool kStats, DType::Id kSrc>
+void e2m1_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t width, uint8_t* codes,
+                int64_t code_row, uint8_t* scale_row, MxStatsRun* runs, int64_t& saturated,
+                int64_t& flushed, Ahead ahead) {
+  constexpr Element E = Element::kE2m1;
+  constexpr int64_t kItem = kSrc == DType::Id::f32 ? 4 : 2;
+  constexpr int64_t kMax = kChunkBytes / (kMxBlock * kItem) / 8;
+  const DType dtype{kSrc};
+  alignas(32) __m256i amax[kMax];
+  alignas(32) float mul[kMax * 8];
+  const int64_t groups = width / 8;
+  for (int64_t g = 0; g < groups; ++g) amax[g] = _mm256_setzero_si256();
+  for (int k = 0; k < n; ++k)
+    for (int64_t g = 0; g < groups; ++g)
+      amax[g] = _mm256_max_epi32(amax[g], abs_bits8<kSrc>(src, k * ld + c0 + 8 * g));
+  alignas(32) uint32_t fallback[kMax];
+  for (int64_t g = 0; g < groups; ++g) {
+    alignas(32) uint32_t bits[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[g]);
+    uint8_t* s = scale_row + c0 + 8 * g;
+    scales8<E, R>(amax[g], s, mul + 8 * g);
+    unsigned fb = 0;
+    for (int j = 0; j < 8; ++j) {
+      if (R == E8m0Rounding::kRceil && s[j] == kE8m0Nan) {
+        fb |= 1u << j;
+        mul[8 * g + j] = 0.0f;  // lanes the scalar body redoes
+      }
+      if (kStats && bits[j] > 0x7F800000u && !((fb >> j) & 1u)) {
+        float a = 0.0f;  // the column's amax, NaN passed over
+        for (int k = 0; k < n; ++k) {
+          const float v = std::fabs(load(src, dtype, k * ld + c0 + 8 * g + j));
+          a = v > a ? v : a;
+        }
+        bits[j] = bits_of(a);
+      }
+    }
+    fallback[g] = fb;
+    if constexpr (kStats) record_columns<E, kSrc>(runs + c0 + 8 * g, bits, s, mul + 8 * g, 8, fb);
+  }
+  constexpr bool clamp = R == E8m0Rounding::kRceil;
+  __m256i sat = _mm256_setzero_si256(), flush = _mm256_setzero_si256();
+  for (int k = 0; k < n; ++k) {
+    uint8_t* out = codes + k * code_row + c0 / 2;
+    for (int64_t g = 0; g < groups; ++g) {
+      if (kItem == 4 || g % 2 == 0) ahead.next();
+      const __m256 x = load8(src, dtype, k * ld + c0 + 8 * g);
+      __m256 y = _mm256_mul_ps(x, _mm256_load_ps(mul + 8 * g));
+      if constexpr (kStats)
+        sat = _mm256_sub_epi32(
+            sat, _mm256_castps_si256(_mm256_cmp_ps(abs8(y), _mm256_set1_ps(kE2m1Max), _CMP_GT_OQ)));
+      if constexpr (clamp) y = clamp8(y, kE2m1Max);
+      const __m256i c = e2m1_codes(y);
+      store_e2m1(out + 4 * g, c);
+      if constexpr (kStats) {
+        const __m256i zero_code =
+            _mm256_cmpeq_epi32(_mm256_and_si256(c, _mm256_set1_epi32(7)), _mm256_setzero_si256());
+        const __m256i nonzero =
+            _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+        flush = _mm256_sub_epi32(flush, _mm256_and_si256(zero_code, nonzero));
+      }
+    }
+  }
+  for (int64_t g = 0; g < groups; ++g)
+    for (unsigned f = fallback[g]; f; f &= f - 1) {
+      const int j = __builtin_ctz(f);
+      const int64_t c = c0 + 8 * g + j;
+      if constexpr (kStats) {  // the vector lanes' counts of the column, taken back
+        // A NaN multiplier's lanes ran with 0: their y is 0 or NaN, none saturated; flushed
+        // counts the nonzero finite elements, which the scalar body counts again.
+        for (int k = 0; k < n; ++k) {
+          const float v = load(src, dtype, k * ld + c);
+          if (v == v && v != 0.0f && !std::isinf(v)) --flushed;
+        }
+      }
+      encode_column_block_scalar(src, dtype, ld, n, c, E, R, codes, code_row, scale_row + c,
+                                 kStats ? runs + c : nullptr);
+    }
+  if constexpr (kStats) {
+    saturated += lane_sum(sat);
+    flushed += lane_sum(flush);
+  }
+}
+
+// --- E2M1 under the floor scale, by a table (mx_rows_e2m1_avx2.cpp's, a column a lane) ------
+//
+// A column's multiplier is 2^e with e = 129 - E for its amax's biased exponent E; for E in
+// [5, 254] (or a zero amax) y = |x| * 2^e has |x|'s bits plus e << kFrac wherever y >= 2^-2, and
+// the code is a table's at the index b = ceil((v + bit6) / kStep) of v = bits(y) - bits(0.25)
+// (kStep = 2^(kFrac - 2), bit6 the bit of v worth 2 kSteps): e2m1_code's steps on the grid lie on
+// multiples of kStep, the non-strict ones with that bit set. `off` folds bits(0.25), e << kFrac,
+// the ceiling's kStep - 1 and the table's 16 steps into one addend a column. Columns of other E
+// (tiny, infinite or NaN amax) go to the scalar body.
+struct Fp4Consts {
+  __m256i low, high, floor16, top, eight, first_flushed, sat16, sat32, pair, dword_order;
+  Fp4Consts()
+      : low(_mm256_setr_epi8(0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5, 0, 1, 1, 1, 1, 1, 1, 2,
+                             2, 2, 3, 3, 4, 4, 5, 5)),
+        high(_mm256_setr_epi8(6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 7, 7, 7, 7, 7,
+                              7, 7, 7, 7, 7, 7, 7, 7, 7)),
+        floor16(_mm256_set1_epi8(-16)),
+        top(_mm256_set1_epi8(static_cast<char>(0x80))),
+        eight(_mm256_set1_epi8(8)),
+        first_flushed(_mm256_set1_epi8(-15)),
+        sat16(_mm256_set1_epi8((3 << 5) - 1)),
+        sat32(_mm256_set1_epi32((3 << 21) - 1)),
+        pair(_mm256_set1_epi16(0x1001)),
+        dword_order(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)) {}
+};
+
+// The codes of 32 elements from their table indices b - 16 (q) and signs (bytes whose top bit is
+// the sign), the sign in bit 3, in q's element order.
+[[gnu::always_inline]] inline __m256i fp4_nibbles(__m256i q, __m256i signs, const Fp4Consts& t) {
+  const __m256i codes = _mm256_or_si256(
+      _mm256_shuffle_epi8(t.high, q),
+      _mm256_shuffle_epi8(t.low, _mm256_xor_si256(_mm256_max_epi8(q, t.floor16), t.top)));
+  return _mm256_blendv_epi8(codes, _mm256_or_si256(codes, t.eight), signs);
+}
+
+// The sum of v's bytes.
+inline int64_t byte_sum(__m256i v) { return lane_sum(_mm256_sad_epu8(v, _mm256_setzero_si256())); }
+
+// A band's E2M1 codes under the floor scale by the table: chunks of `width` columns (a multiple
+// of 64) from column c0.
+template <bool kStats, DType::Id kSrc>
+void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t width, uint8_t* codes,
+                      int64_t code_row, uint8_t* scale_row, MxStatsRun* runs, int64_t& saturated,
+                      int64_t& flushed, Ahead ahead) {
+  constexpr Element E = Element::kE2m1;
+  constexpr bool kBf16 = kSrc == DType::Id::bf16;
+  constexpr int kShift = kBf16 ? 5 : 21;
+  constexpr int64_t kItem = kBf16 ? 2 : 4;
+  constexpr int64_t kMax = kChunkBytes / (kMxBlock * kItem) / 8;
+  const DType dtype{kSrc};
+  static const Fp4Consts t;
+  // Per 8 columns: amax bits (32-bit lanes), the offsets, and `fast`, the table's columns.
+  alignas(32) __m256i amax[kMax], off[kMax], fast[kMax];
+  const int64_t groups = width / 8;
+  for (int64_t g = 0; g < groups; ++g) amax[g] = _mm256_setzero_si256();
+  for (int k = 0; k < n; ++k)
+    for (int64_t g = 0; g < groups; ++g) {
+      if ((g & 3) == 0) ahead.next();
+      amax[g] = _mm256_max_epi32(amax[g], abs_bits8<kSrc>(src, k * ld + c0 + 8 * g));
+    }
+  alignas(32) uint32_t fallback[kMax];
+  for (int64_t g = 0; g < groups; ++g) {
+    alignas(32) uint32_t bits[8];
+    alignas(32) float mul[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[g]);
+    uint8_t* s = scale_row + c0 + 8 * g;
+    scales8<E, E8m0Rounding::kFloor>(amax[g], s, mul);
+    const __m256i e = _mm256_srli_epi32(amax[g], 23);
+    const __m256i ok =
+        _mm256_or_si256(_mm256_and_si256(_mm256_cmpgt_epi32(e, _mm256_set1_epi32(4)),
+                                         _mm256_cmpgt_epi32(_mm256_set1_epi32(255), e)),
+                        _mm256_cmpeq_epi32(amax[g], _mm256_setzero_si256()));
+    fast[g] = ok;
+    const __m256i steps = _mm256_sub_epi32(
+        _mm256_set1_epi32(1), _mm256_slli_epi32(_mm256_max_epi32(e, _mm256_set1_epi32(5)), 2));
+    off[g] = _mm256_sub_epi32(_mm256_slli_epi32(steps, kShift), _mm256_set1_epi32(1));
+    const unsigned fb = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) & 0xFFu;
+    fallback[g] = fb;
+    if constexpr (kStats) record_columns<E, kSrc>(runs + c0 + 8 * g, bits, s, mul, 8, fb);
+  }
+  // bfloat16: the offsets and masks of 16 columns in 16-bit lanes, in groups g (even).
+  if constexpr (kBf16)
+    for (int64_t g = 0; g < groups; g += 2) {
+      off[g] = _mm256_permute4x64_epi64(_mm256_packs_epi32(off[g], off[g + 1]), 0xD8);
+      fast[g] = _mm256_permute4x64_epi64(_mm256_packs_epi32(fast[g], fast[g + 1]), 0xD8);
+    }
+  for (int k = 0; k < n; ++k) {
+    uint8_t* out = codes + k * code_row + c0 / 2;
+    __m256i sat = _mm256_setzero_si256(), flush = _mm256_setzero_si256();
+    for (int64_t g = 0; g < groups; g += 8) {  // 64 columns: 32 bytes
+      ahead.next();
+      __m256i pairs[2];
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const int64_t gh = g + 4 * h;  // 32 columns
+        __m256i q, signs, zero, keep;
+        if constexpr (kBf16) {
+          const auto* p = static_cast<const uint16_t*>(src) + k * ld + c0 + 8 * gh;
+          const __m256i h0 = load16_bits(p), h1 = load16_bits(p + 16);
+          const __m256i mag = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
+          const __m256i a0 = _mm256_and_si256(h0, mag), a1 = _mm256_and_si256(h1, mag);
+          const __m256i t0 = _mm256_add_epi16(a0, off[gh]);
+          const __m256i t1 = _mm256_add_epi16(a1, off[gh + 2]);
+          const __m256i v0 = _mm256_srai_epi16(
+              _mm256_add_epi16(t0, _mm256_and_si256(_mm256_srli_epi16(a0, 6), one)), kShift);
+          const __m256i v1 = _mm256_srai_epi16(
+              _mm256_add_epi16(t1, _mm256_and_si256(_mm256_srli_epi16(a1, 6), one)), kShift);
+          q = _mm256_packs_epi16(v0, v1);
+          signs = _mm256_packs_epi16(h0, h1);
+          if constexpr (kStats) {
+            keep = _mm256_packs_epi16(fast[gh], fast[gh + 2]);
+            zero = _mm256_packs_epi16(a0, a1);
+            // y > 6: v > 18 steps, t above 3 steps less 1 (t saturated to a byte keeps it).
+            sat = _mm256_sub_epi8(
+                sat,
+                _mm256_and_si256(keep, _mm256_cmpgt_epi8(_mm256_packs_epi16(t0, t1), t.sat16)));
+          }
+        } else {
+          const auto* p = static_cast<const float*>(src) + k * ld + c0 + 8 * gh;
+          __m256i x[4], a[4], idx[4];
+#pragma GCC unroll 4
+          for (int v = 0; v < 4; ++v) {
+            x[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * v));
+            a[v] = _mm256_and_si256(x[v], _mm256_set1_epi32(0x7FFFFFFF));
+            const __m256i tv = _mm256_add_epi32(a[v], off[gh + v]);
+            idx[v] = _mm256_srai_epi32(
+                _mm256_add_epi32(
+                    tv, _mm256_and_si256(_mm256_srli_epi32(a[v], 22), _mm256_set1_epi32(1))),
+                kShift);
+            if constexpr (kStats)
+              sat = _mm256_sub_epi32(
+                  sat, _mm256_and_si256(fast[gh + v], _mm256_cmpgt_epi32(tv, t.sat32)));
+          }
+          q = _mm256_packs_epi16(_mm256_packs_epi32(idx[0], idx[1]),
+                                 _mm256_packs_epi32(idx[2], idx[3]));
+          signs =
+              _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
+          if constexpr (kStats) {
+            keep = _mm256_packs_epi16(_mm256_packs_epi32(fast[gh], fast[gh + 1]),
+                                      _mm256_packs_epi32(fast[gh + 2], fast[gh + 3]));
+            zero =
+                _mm256_packs_epi16(_mm256_packs_epi32(a[0], a[1]), _mm256_packs_epi32(a[2], a[3]));
+          }
+        }
+        if constexpr (kStats)  // index 0 (b - 16 below -15) and x nonzero
+          flush = _mm256_sub_epi8(
+              flush, _mm256_sign_epi8(_mm256_and_si256(keep, _mm256_cmpgt_epi8(t.first_flushed, q)),
+                                      zero));
+        __m256i nibbles = fp4_nibbles(q, signs, t);
+        if constexpr (!kBf16) nibbles = _mm256_permutevar8x32_epi32(nibbles, t.dword_order);
+        pairs[h] = _mm256_maddubs_epi16(nibbles, t.pair);
+      }
+      const __m256i bytes = _mm256_packus_epi16(pairs[0], pairs[1]);
+      // bfloat16: dwords [a 0-7, a 16-23, b 0-7, b 16-23 | a 8-15, ...]; float32: qwords
+      // [a 0-15, b 0-15 | a 16-31, b 16-31] (two elements a byte).
+      const __m256i ordered = kBf16 ? _mm256_permutevar8x32_epi32(bytes, t.dword_order)
+                                    : _mm256_permute4x64_epi64(bytes, 0xD8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4 * g), ordered);
+    }
+    if constexpr (kStats) {
+      saturated += kBf16 ? byte_sum(sat) : lane_sum(sat);
+      flushed += byte_sum(flush);
+    }
+  }
+  for (int64_t g = 0; g < groups; ++g)
+    for (unsigned f = fallback[g]; f; f &= f - 1) {
+      const int64_t c = c0 + 8 * g + __builtin_ctz(f);
+      encode_column_block_scalar(src, dtype, ld, n, c, E, E8m0Rounding::kFloor, codes, code_row,
+                                 scale_row + c, kStats ? runs + c : nullptr);
+    }
+}
+
+// encode_column_band to E2M1 for one rounding.
+template <E8m0Rounding R>
+void columns_as(const void* src, DType dtype, int64_t rows, int64_t cols, uint8_t* codes,
+                uint8_t* scales, MxStatsRun* runs) {
+  constexpr Element E = Element::kE2m1;
+  for_stats_and_dtype(dtype, runs, [&]<bool kStats, DType::Id kSrc>() {
+    // Whole steps of 64 columns: 32 code bytes.
+    walk_column_bands<E, R, kStats, kSrc>(
+        src, rows, cols, codes, scales, runs, 64, [](const ColumnChunk& k) {
+          if constexpr (R == E8m0Rounding::kFloor)
+            e2m1_floor_chunk<kStats, kSrc>(k.band, k.ld, k.n, k.c0, k.width, k.codes, k.code_row,
+                                           k.scale_row, k.runs, *k.saturated, *k.flushed, k.ahead);
+          else
+            e2m1_chunk<R, kStats, kSrc>(k.band, k.ld, k.n, k.c0, k.width, k.codes, k.code_row,
+                                        k.scale_row, k.runs, *k.saturated, *k.flushed, k.ahead);
+        });
+  });
+}
+
+}  // namespace
+
+void avx2::mx_columns_e2m1(const void* src, DType dtype, int64_t rows, int64_t cols, E8m0Rounding r,
+                           uint8_t* codes, uint8_t* scales, MxStatsRun* runs) {
+  if (r == E8m0Rounding::kFloor)
+    columns_as<E8m0Rounding::kFloor>(src, dtype, rows, cols, codes, scales, runs);
+  else
+    columns_as<E8m0Rounding::kRceil>(src, dtype, rows, cols, codes, scales, runs);
+}
+
+}  // namespace mantissa::kernels::mx::detail
+
+#pragma GCC pop_options

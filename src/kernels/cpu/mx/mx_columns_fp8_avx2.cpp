@@ -1,0 +1,385 @@
+// AVX2 (+FMA, F16C) bodies of the MX casts to FP8 (E4M3, E5M2) with blocks along the columns
+// (mx_quantize_columns), which the AVX-512 level runs too: a band of 32 rows read as it lies
+// (mx_columns_avx2.h's walk), in chunks of columns, twice: each column's amax and least nonzero
+// magnitude as vertical maxima and minima of the magnitude bits row by row, then, from the chunk
+// in cache, each row's codes under its columns' constants, written in the source's layout. The
+// codes are cast on the source's bits (16-bit lanes for bfloat16, 32-bit for float32) under
+// power-of-2 multipliers, one a lane. A column whose block the lanes do not cast (an infinite or
+// NaN amax, a multiplier that is not a normal power of 2, a nonzero element below the normal
+// codes) is encoded again by the scalar body (encode_column_block_scalar).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/common/stream_codes.h"
+#include "kernels/cpu/fp8/fp8_codes_avx2.h"
+#include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mx_columns_levels.h"
+#include "kernels/cpu/mx/mx_lanes_avx2.h"
+
+// The ISA is enabled after every header, so no inline library code is built for it.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+#include "kernels/cpu/mx/mx_blocks_avx2.h"
+#include "kernels/cpu/mx/mx_columns_avx2.h"
+
+namespace mantissa::kernels::mx::detail {
+namespace {
+
+using namespace scalar;
+using namespace avx2_lanes;
+// The 16-bit lanes' constants of 16 columns' blocks (column j in lane j) from their amax bits
+// (float32 bits, NaN above 0x7F800000) and multipliers, for column_codes16: `round` the
+// exponent add 2^e of the multiplier with the rounding bias and the rebias to the code folded
+// in, `from` lane_constants's smallest |x| bits with a normal code, `sat_above` the largest |x|
+// bits whose product does not exceed the element max (0x7FFF: none does). Returns the columns
+// that need the float32 path (bit j: an infinite or NaN amax, a multiplier that is not a normal
+// power of 2 or is above 2^(127 - kBias), under which a zero's code would not be 0), whose lanes
+// get from = 0x7FFF and no saturation.
+template <Element E>
+inline unsigned column_constants16(const uint32_t* bits, const float* mul, __m256i& round,
+                                   __m256i& from, __m256i& sat_above) {
+  using L = Bf16Lanes<E>;
+  constexpr int kDrop = 7 - L::kMant;
+  constexpr int kMaxBits = (L::kMaxCode + ((127 - L::kBias) << L::kMant)) << kDrop;
+  constexpr int kRound = (1 << (kDrop - 1)) - 1 - (((127 - L::kBias) << L::kMant) << kDrop);
+  __m256i r[2], f[2], t[2];
+  unsigned fallback = 0;
+  for (int h = 0; h < 2; ++h) {
+    const __m256i mb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mul + 8 * h));
+    const __m256i ab = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + 8 * h));
+    const __m256i field = _mm256_srli_epi32(mb, 23);
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i bad = _mm256_or_si256(
+        _mm256_or_si256(
+            _mm256_xor_si256(
+                _mm256_cmpeq_epi32(_mm256_and_si256(mb, _mm256_set1_epi32(0x807FFFFF)), zero),
+                _mm256_set1_epi32(-1)),
+            _mm256_cmpgt_epi32(ab, _mm256_set1_epi32(0x7F7FFFFF))),
+        _mm256_or_si256(_mm256_cmpeq_epi32(field, zero),
+                        _mm256_cmpgt_epi32(field, _mm256_set1_epi32(254 - L::kBias))));
+    const __m256i e = _mm256_sub_epi32(field, _mm256_set1_epi32(127));
+    const __m256i add = _mm256_slli_epi32(e, 7);
+    const __m256i none = _mm256_set1_epi32(0x7FFF);
+    r[h] = _mm256_andnot_si256(bad, _mm256_add_epi32(add, _mm256_set1_epi32(kRound)));
+    f[h] = _mm256_blendv_epi8(
+        _mm256_max_epi32(
+            _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(128 - L::kBias), e), 7),
+            _mm256_set1_epi32(0x80)),
+        none, bad);
+    t[h] = _mm256_blendv_epi8(
+        _mm256_min_epi32(_mm256_sub_epi32(_mm256_set1_epi32(kMaxBits), add), none), none, bad);
+    fallback |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad))) << (8 * h);
+  }
+  // packs works within 128-bit lanes: [lanes 0-3, 8-11 | 4-7, 12-15] before the permute.
+  round = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xD8);
+  from = _mm256_permute4x64_epi64(_mm256_packs_epi32(f[0], f[1]), 0xD8);
+  sat_above = _mm256_permute4x64_epi64(_mm256_packs_epi32(t[0], t[1]), 0xD8);
+  return fallback;
+}
+
+// The 32-bit lanes' constants of 8 columns' blocks (column j in lane j) from their amax bits
+// and multipliers, column_constants16's for a float32 source: `round` the exponent add e << 23
+// with the rounding bias and the rebias folded in, `from` the smallest |x| bits with a normal
+// code (at least float32's smallest normal), `sat_above` the largest |x| bits whose product does
+// not exceed the element max. `bad` gets -1 in the lanes that need the row-wise body (an infinite
+// or NaN amax, a multiplier that is not a normal power of 2 or is above 2^(127 - kBias)), whose
+// lanes get round 0, from and sat_above 0x7FFFFFFF.
+template <Element E>
+[[gnu::always_inline]] inline void column_constants32(__m256i amax, const float* mul,
+                                                      __m256i& round, __m256i& from,
+                                                      __m256i& sat_above, __m256i& bad) {
+  constexpr ElementLimits lim = element_limits(E);
+  constexpr int kBias = Bf16Lanes<E>::kBias;
+  constexpr int kDrop = 23 - Bf16Lanes<E>::kMant;
+  constexpr int kRound = (1 << (kDrop - 1)) - 1 - ((127 - kBias) << 23);
+  const __m256i mb = _mm256_castps_si256(_mm256_loadu_ps(mul));
+  const __m256i field = _mm256_srli_epi32(mb, 23);
+  const __m256i zero = _mm256_setzero_si256();
+  bad = _mm256_or_si256(
+      _mm256_or_si256(
+          _mm256_xor_si256(
+              _mm256_cmpeq_epi32(_mm256_and_si256(mb, _mm256_set1_epi32(0x807FFFFF)), zero),
+              _mm256_set1_epi32(-1)),
+          _mm256_cmpgt_epi32(amax, _mm256_set1_epi32(0x7F7FFFFF))),
+      _mm256_or_si256(_mm256_cmpeq_epi32(field, zero),
+                      _mm256_cmpgt_epi32(field, _mm256_set1_epi32(254 - kBias))));
+  const __m256i e = _mm256_sub_epi32(field, _mm256_set1_epi32(127));
+  const __m256i add = _mm256_slli_epi32(e, 23);
+  const __m256i none = _mm256_set1_epi32(0x7FFFFFFF);
+  round = _mm256_andnot_si256(bad, _mm256_add_epi32(add, _mm256_set1_epi32(kRound)));
+  // e <= 127 - kBias: (128 - kBias - e) << 23 is at least float32's smallest normal.
+  from = _mm256_blendv_epi8(
+      _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(128 - kBias), e), 23), none, bad);
+  sat_above = _mm256_blendv_epi8(
+      _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int32_t>(bits_of(lim.max))), add), none, bad);
+}
+
+// 32 code bytes to p, past the caches where `stream` (p then 32-byte aligned).
+[[gnu::always_inline]] inline void store_codes(uint8_t* p, __m256i v, bool stream) {
+  if (stream)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);
+  else
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+}
+
+// The 16-bit lanes of bfloat16 bits or the 32-bit lanes of float32 bits: the operations the
+// codes take, and the source's mantissa bits.
+template <DType::Id kSrc>
+struct BitLanes {
+  static constexpr bool k16 = kSrc == DType::Id::bf16;
+  static constexpr int kFrac = k16 ? 7 : 23;
+  static constexpr int kMag = k16 ? 0x7FFF : 0x7FFFFFFF;
+  [[gnu::always_inline]] static __m256i set1(int v) {
+    return k16 ? _mm256_set1_epi16(static_cast<int16_t>(v)) : _mm256_set1_epi32(v);
+  }
+  [[gnu::always_inline]] static __m256i add(__m256i a, __m256i b) {
+    return k16 ? _mm256_add_epi16(a, b) : _mm256_add_epi32(a, b);
+  }
+  [[gnu::always_inline]] static __m256i cmpgt(__m256i a, __m256i b) {
+    return k16 ? _mm256_cmpgt_epi16(a, b) : _mm256_cmpgt_epi32(a, b);
+  }
+  template <int kN>
+  [[gnu::always_inline]] static __m256i srli(__m256i a) {
+    return k16 ? _mm256_srli_epi16(a, kN) : _mm256_srli_epi32(a, kN);
+  }
+  template <int kN>
+  [[gnu::always_inline]] static __m256i srai(__m256i a) {
+    return k16 ? _mm256_srai_epi16(a, kN) : _mm256_srai_epi32(a, kN);
+  }
+};
+
+// The FP8 magnitude codes of a vector of source bits x (16 bfloat16 or 8 float32 values) under
+// their lanes' constants (column_constants16 or column_constants32), before the element's largest
+// code caps them; a zero's is 0 or below. With kStats, `sat` counts (subtracts -1 in) the lanes
+// above sat_above.
+template <Element E, bool kStats, DType::Id kSrc>
+[[gnu::always_inline]] inline __m256i magnitude_codes(__m256i x, __m256i round, __m256i sat_above,
+                                                      __m256i& sat) {
+  using B = BitLanes<kSrc>;
+  constexpr int kDrop = B::kFrac - Bf16Lanes<E>::kMant;
+  const __m256i a = _mm256_and_si256(x, B::set1(B::kMag));
+  // Round to nearest even on the dropped bits: bit kDrop of |x| is that of |x| * 2^e.
+  const __m256i lsb = _mm256_and_si256(B::template srli<kDrop>(x), B::set1(1));
+  if constexpr (kStats) sat = B::add(sat, B::cmpgt(a, sat_above));
+  return B::template srai<kDrop>(B::add(B::add(a, lsb), round));
+}
+
+// A bfloat16 band's FP8 codes: chunks of `width` columns (a multiple of 32) from column c0.
+template <Element E, E8m0Rounding R, bool kStats>
+void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t width,
+                    uint8_t* codes, int64_t code_row, uint8_t* scale_row, MxStatsRun* runs,
+                    int64_t& saturated, Ahead ahead, bool stream) {
+  using L = Bf16Lanes<E>;
+  constexpr int64_t kMax = kChunkBytes / (kMxBlock * 2) / 16;
+  alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax];
+  const int64_t groups = width / 16;
+  for (int64_t g = 0; g < groups; ++g) {
+    amax[g] = _mm256_setzero_si256();
+    lowest[g] = _mm256_set1_epi16(-1);
+  }
+  // Pass 1: the columns' largest magnitude bits and least |x| - 1 (0xFFFF for a zero).
+  for (int k = 0; k < n; ++k) {
+    const uint16_t* row = src + k * ld + c0;
+    for (int64_t g = 0; g < groups; ++g) {
+      const __m256i a = _mm256_and_si256(load16_bits(row + 16 * g), _mm256_set1_epi16(0x7FFF));
+      amax[g] = _mm256_max_epi16(amax[g], a);
+      lowest[g] = _mm256_min_epu16(lowest[g], _mm256_add_epi16(a, _mm256_set1_epi16(-1)));
+    }
+  }
+  // The columns' scales and lane constants; the columns the lanes do not cast (bit j of
+  // fallback[g]) get sat_above 0x7FFF (their statistics are the scalar body's).
+  alignas(32) uint32_t fallback[kMax];
+  for (int64_t g = 0; g < groups; ++g) {
+    alignas(32) uint32_t bits[16];
+    alignas(32) float mul[16];
+    _mm256_store_si256(
+        reinterpret_cast<__m256i*>(bits),
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(amax[g])), 16));
+    _mm256_store_si256(
+        reinterpret_cast<__m256i*>(bits + 8),
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(amax[g], 1)), 16));
+    uint8_t* s = scale_row + c0 + 16 * g;
+    scales8<E, R>(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits)), s, mul);
+    scales8<E, R>(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits + 8)), s + 8, mul + 8);
+    __m256i from;
+    unsigned fb = column_constants16<E>(bits, mul, round[g], from, sat_above[g]);
+    // Lanes with a nonzero |x| below `from`: lowest < from - 1 (unsigned).
+    const __m256i fine = _mm256_cmpeq_epi16(
+        _mm256_subs_epu16(_mm256_sub_epi16(from, _mm256_set1_epi16(1)), lowest[g]),
+        _mm256_setzero_si256());
+    const auto fine_bits =
+        static_cast<unsigned>(_mm256_movemask_epi8(_mm256_packs_epi16(fine, fine)));
+    fb |= ~((fine_bits & 0xFFu) | ((fine_bits >> 8) & 0xFF00u)) & 0xFFFFu;
+    fallback[g] = fb;
+    if (fb) {
+      alignas(32) uint16_t lanes[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sat_above[g]);
+      for (int j = 0; j < 16; ++j)
+        if ((fb >> j) & 1u) lanes[j] = 0x7FFF;
+      sat_above[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+    }
+    if constexpr (kStats)
+      record_columns<E, DType::Id::bf16>(runs + c0 + 16 * g, bits, s, mul, 16, fb);
+  }
+  // Pass 2: each row's codes, two groups (32 columns, 32 bytes) a step.
+  __m256i sat = _mm256_setzero_si256();
+  for (int k = 0; k < n; ++k) {
+    const uint16_t* row = src + k * ld + c0;
+    uint8_t* out = codes + k * code_row + c0;
+    for (int64_t g = 0; g < groups; g += 2) {
+      ahead.next();
+      const __m256i h0 = load16_bits(row + 16 * g), h1 = load16_bits(row + 16 * g + 16);
+      const __m256i x0 =
+          magnitude_codes<E, kStats, DType::Id::bf16>(h0, round[g], sat_above[g], sat);
+      const __m256i x1 =
+          magnitude_codes<E, kStats, DType::Id::bf16>(h1, round[g + 1], sat_above[g + 1], sat);
+      // packs keeps each value's sign in its byte's top bit; packus the codes (a zero's
+      // negative ones to 0), capped at the element's largest.
+      const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
+      const __m256i c = _mm256_min_epu8(_mm256_packus_epi16(x0, x1), _mm256_set1_epi8(L::kMaxCode));
+      store_codes(out + 16 * g, _mm256_permute4x64_epi64(_mm256_or_si256(c, sign), 0xD8), stream);
+    }
+    // A lane counts at most 32 rows of 64 groups: within 16 bits.
+    if constexpr (kStats)
+      if ((k & 31) == 31 || k == n - 1) {
+        saturated -= lane_sum(_mm256_madd_epi16(sat, _mm256_set1_epi16(1)));
+        sat = _mm256_setzero_si256();
+      }
+  }
+  // The streamed codes reach memory before the scalar body's stores overwrite some of them.
+  bool fenced = !stream;
+  for (int64_t g = 0; g < groups; ++g)
+    for (unsigned f = fallback[g]; f; f &= f - 1) {
+      if (!fenced) {
+        _mm_sfence();
+        fenced = true;
+      }
+      const int64_t c = c0 + 16 * g + __builtin_ctz(f);
+      encode_column_block_scalar(src, DType{DType::Id::bf16}, ld, n, c, E, R, codes, code_row,
+                                 scale_row + c, kStats ? runs + c : nullptr);
+    }
+}
+
+// A float32 band's FP8 codes: chunks of `width` columns (a multiple of 32) from column c0.
+template <Element E, E8m0Rounding R, bool kStats>
+void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t width, uint8_t* codes,
+                   int64_t code_row, uint8_t* scale_row, MxStatsRun* runs, int64_t& saturated,
+                   Ahead ahead, bool stream) {
+  using L = Bf16Lanes<E>;
+  constexpr int64_t kMax = kChunkBytes / (kMxBlock * 4) / 8;
+  alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax];
+  const int64_t groups = width / 8;
+  for (int64_t g = 0; g < groups; ++g) {
+    amax[g] = _mm256_setzero_si256();
+    lowest[g] = _mm256_set1_epi32(-1);
+  }
+  for (int k = 0; k < n; ++k) {
+    const float* row = src + k * ld + c0;
+    for (int64_t g = 0; g < groups; ++g) {
+      const __m256i a =
+          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 8 * g)),
+                           _mm256_set1_epi32(0x7FFFFFFF));
+      amax[g] = _mm256_max_epi32(amax[g], a);
+      lowest[g] = _mm256_min_epu32(lowest[g], _mm256_add_epi32(a, _mm256_set1_epi32(-1)));
+    }
+  }
+  alignas(32) uint32_t fallback[kMax];
+  for (int64_t g = 0; g < groups; ++g) {
+    alignas(32) uint32_t bits[8];
+    alignas(32) float mul[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[g]);
+    uint8_t* s = scale_row + c0 + 8 * g;
+    scales8<E, R>(amax[g], s, mul);
+    __m256i from, bad;
+    column_constants32<E>(amax[g], mul, round[g], from, sat_above[g], bad);
+    // The lanes cast here: a normal multiplier in range and no nonzero |x| below `from`.
+    const __m256i floor = _mm256_sub_epi32(from, _mm256_set1_epi32(1));
+    const __m256i fine =
+        _mm256_andnot_si256(bad, _mm256_cmpeq_epi32(_mm256_max_epu32(lowest[g], floor), lowest[g]));
+    const unsigned fb =
+        ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(fine))) & 0xFFu;
+    sat_above[g] = _mm256_blendv_epi8(_mm256_set1_epi32(0x7FFFFFFF), sat_above[g], fine);
+    fallback[g] = fb;
+    if constexpr (kStats) record_columns<E, DType::Id::f32>(runs + c0 + 8 * g, bits, s, mul, 8, fb);
+  }
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256i sat = _mm256_setzero_si256();
+  for (int k = 0; k < n; ++k) {
+    const float* row = src + k * ld + c0;
+    uint8_t* out = codes + k * code_row + c0;
+    for (int64_t g = 0; g < groups; g += 4) {
+      ahead.next();
+      ahead.next();
+      __m256i v[4], c[4];
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        v[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 8 * (g + q)));
+        c[q] =
+            magnitude_codes<E, kStats, DType::Id::f32>(v[q], round[g + q], sat_above[g + q], sat);
+      }
+      // packus makes a zero's negative code 0; packs keeps each value's sign in its top bit.
+      const __m256i codes8 = _mm256_min_epu8(
+          _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3])),
+          _mm256_set1_epi8(L::kMaxCode));
+      const __m256i sign =
+          _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+      const __m256i bytes = _mm256_or_si256(codes8, _mm256_and_si256(sign, _mm256_set1_epi8(-128)));
+      store_codes(out + 8 * g, _mm256_permutevar8x32_epi32(bytes, order), stream);
+    }
+  }
+  if constexpr (kStats) saturated -= lane_sum(sat);
+  // The streamed codes reach memory before the scalar body's stores overwrite some of them.
+  bool fenced = !stream;
+  for (int64_t g = 0; g < groups; ++g)
+    for (unsigned f = fallback[g]; f; f &= f - 1) {
+      if (!fenced) {
+        _mm_sfence();
+        fenced = true;
+      }
+      const int64_t c = c0 + 8 * g + __builtin_ctz(f);
+      encode_column_block_scalar(src, DType{DType::Id::f32}, ld, n, c, E, R, codes, code_row,
+                                 scale_row + c, kStats ? runs + c : nullptr);
+    }
+}
+
+// encode_column_band for one FP8 element and rounding.
+template <Element E, E8m0Rounding R>
+void columns_as(const void* src, DType dtype, int64_t rows, int64_t cols, uint8_t* codes,
+                uint8_t* scales, MxStatsRun* runs) {
+  for_stats_and_dtype(dtype, runs, [&]<bool kStats, DType::Id kSrc>() {
+    walk_column_bands<E, R, kStats, kSrc>(
+        src, rows, cols, codes, scales, runs, 32, [](const ColumnChunk& k) {
+          if constexpr (kSrc == DType::Id::bf16)
+            fp8_chunk_bf16<E, R, kStats>(static_cast<const uint16_t*>(k.band), k.ld, k.n, k.c0,
+                                         k.width, k.codes, k.code_row, k.scale_row, k.runs,
+                                         *k.saturated, k.ahead, k.stream);
+          else
+            fp8_chunk_f32<E, R, kStats>(static_cast<const float*>(k.band), k.ld, k.n, k.c0, k.width,
+                                        k.codes, k.code_row, k.scale_row, k.runs, *k.saturated,
+                                        k.ahead, k.stream);
+        });
+  });
+}
+
+}  // namespace
+
+void avx2::mx_columns_fp8(const void* src, DType dtype, int64_t rows, int64_t cols, Element e,
+                          E8m0Rounding r, uint8_t* codes, uint8_t* scales, MxStatsRun* runs) {
+  const bool floor = r == E8m0Rounding::kFloor;
+  if (e == Element::kE4m3 && floor)
+    columns_as<Element::kE4m3, E8m0Rounding::kFloor>(src, dtype, rows, cols, codes, scales, runs);
+  else if (e == Element::kE4m3)
+    columns_as<Element::kE4m3, E8m0Rounding::kRceil>(src, dtype, rows, cols, codes, scales, runs);
+  else if (floor)
+    columns_as<Element::kE5m2, E8m0Rounding::kFloor>(src, dtype, rows, cols, codes, scales, runs);
+  else
+    columns_as<Element::kE5m2, E8m0Rounding::kRceil>(src, dtype, rows, cols, codes, scales, runs);
+}
+
+}  // namespace mantissa::kernels::mx::detail
+
+#pragma GCC pop_options

@@ -1,0 +1,33 @@
+#pragma once
+// Internal: the MX column casts by element type of the AVX2 level (mx_columns_fp8_avx2.cpp,
+// mx_columns_e2m1_avx2.cpp), which the levels' MxKernels (mx_cast_avx2.cpp, mx_cast_avx512.cpp)
+// call as MxKernels::encode_column_band: one band of src (cols elements a row), `rows` rows (a
+// multiple of 32 but at the tensor's end), their codes and scale rows, with `runs` column c's
+// blocks' statistics appended to runs[c].
+#include <cstdint>
+
+#include "kernels/cpu/mx/mx_cast.h"
+
+namespace mantissa::kernels::mx::detail {
+
+namespace avx2 {
+
+// FP8 elements: e is E4M3 or E5M2.
+void mx_columns_fp8(const void* src, DType src_dtype, int64_t rows, int64_t cols, Element e,
+                    E8m0Rounding r, uint8_t* codes, uint8_t* scales, MxStatsRun* runs);
+void mx_columns_e2m1(const void* src, DType src_dtype, int64_t rows, int64_t cols, E8m0Rounding r,
+                     uint8_t* codes, uint8_t* scales, MxStatsRun* runs);
+
+// MxKernels::encode_column_band of the AVX2 level.
+inline void encode_column_band(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                               Element e, E8m0Rounding r, uint8_t* codes, uint8_t* scales,
+                               MxStatsRun* runs) {
+  if (e == Element::kE2m1)
+    mx_columns_e2m1(src, src_dtype, rows, cols, r, codes, scales, runs);
+  else
+    mx_columns_fp8(src, src_dtype, rows, cols, e, r, codes, scales, runs);
+}
+
+}  // namespace avx2
+
+}  // namespace mantissa::kernels::mx::detail
