@@ -104,6 +104,48 @@ TEST(CodePanels, E4m3StripsPutEachValueInItsStripAtEveryLength) {
   }
 }
 
+// A stored row with a scale per element (blocks along the columns) into strips: every value the
+// MX table's times its own scale (NaN codes under NaN and finite scales, scales whose products
+// are subnormal or overflow, 0 against -0), the tail of every length, nothing else written.
+TEST(CodePanels, ScaledStripsEqualTheTableTimesEachElementsScale) {
+  if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::vector<uint8_t> codes = all_codes(2);
+  const float nan = ms::e8m0_value(0xFF);
+  const float kinds[] = {0.375f, 0x1p-127f, 0.0f, -0.0f, nan, 0x1p127f, 1.0f, 0x1p-9f, 2.0f};
+  const E4m3Nans nans{ms::e4m3_value(0x7F), ms::e4m3_value(0xFF)};
+  for (const int64_t width : {int64_t{16}, int64_t{32}}) {
+    for (int64_t n : {int64_t{2}, int64_t{15}, int64_t{16}, int64_t{46}, int64_t{256}}) {
+      const int64_t strip = width * 5 + 3;
+      std::vector<float> scales(static_cast<size_t>(n));
+      for (size_t j = 0; j < scales.size(); ++j) scales[j] = kinds[(j * 5 + j / 9) % 9];
+      for (const int e : {0, 1, 2}) {  // E4M3, E5M2, E2M1
+        if (e == 2 && n % 2 != 0) continue;
+        std::vector<float> out(static_cast<size_t>(((n + width - 1) / width) * strip), -7.0f);
+        if (e == 0)
+          decode_e4m3_scaled_strips(codes.data(), n, scales.data(), nans, out.data(), width, strip);
+        else if (e == 1)
+          decode_e5m2_scaled_strips(codes.data(), n, scales.data(), out.data(), width, strip);
+        else
+          decode_e2m1_scaled_strips(codes.data(), n, scales.data(), out.data(), width, strip);
+        std::vector<bool> written(out.size(), false);
+        for (int64_t j = 0; j < n; ++j) {
+          const uint8_t c = e == 2 ? (codes[j / 2] >> ((j & 1) * 4)) & 15 : codes[j];
+          const float value = e == 0   ? ms::e4m3_value(c)
+                              : e == 1 ? ms::e5m2_value(c)
+                                       : ms::kE2m1Values[c];
+          const size_t at = static_cast<size_t>(j / width * strip + j % width);
+          ASSERT_EQ(bits(out[at]), bits(value * scales[j]))
+              << "format " << e << " n " << n << " width " << width << " element " << j << " code "
+              << int{c};
+          written[at] = true;
+        }
+        for (size_t i = 0; i < out.size(); ++i)
+          if (!written[i]) ASSERT_EQ(out[i], -7.0f) << "n " << n << " at " << i;
+      }
+    }
+  }
+}
+
 TEST(CodePanels, E5m2EqualsTheMxTableBitForBit) {
   if (!available(simd_level())) GTEST_SKIP() << "no AVX2 on this CPU";
   const std::vector<uint8_t> codes = all_codes(1);

@@ -47,13 +47,12 @@ inline __m256 e4m3_eight(__m128i code16, __m256 nan_pos, __m256 nan_neg) {
   return _mm256_blendv_ps(v, nan, is_nan);
 }
 
-// 16 codes' values times scale (a scale of 1 is not multiplied: that changes no value here).
-// Blocks without a NaN code (nearly all) take the shifts alone.
-void e4m3_sixteen(const uint8_t* codes, __m256 nan_pos, __m256 nan_neg, __m256 scale, bool unit,
-                  float* out) {
+// The values of 16 codes into v0 (the first 8) and v1. Blocks without a NaN code (nearly all)
+// take the shifts alone.
+inline void e4m3_values16(const uint8_t* codes, __m256 nan_pos, __m256 nan_neg, __m256& v0,
+                          __m256& v1) {
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes));
   const __m256i c = _mm256_cvtepu8_epi16(raw);
-  __m256 v0, v1;
   if (!any_e4m3_nan(raw)) {
     const __m256i h = e4m3_halves(c);
     v0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), _mm256_set1_ps(256.0f));
@@ -62,6 +61,13 @@ void e4m3_sixteen(const uint8_t* codes, __m256 nan_pos, __m256 nan_neg, __m256 s
     v0 = e4m3_eight(_mm256_castsi256_si128(c), nan_pos, nan_neg);
     v1 = e4m3_eight(_mm256_extracti128_si256(c, 1), nan_pos, nan_neg);
   }
+}
+
+// 16 codes' values times scale (a scale of 1 is not multiplied: that changes no value here).
+void e4m3_sixteen(const uint8_t* codes, __m256 nan_pos, __m256 nan_neg, __m256 scale, bool unit,
+                  float* out) {
+  __m256 v0, v1;
+  e4m3_values16(codes, nan_pos, nan_neg, v0, v1);
   if (!unit) {
     v0 = _mm256_mul_ps(v0, scale);
     v1 = _mm256_mul_ps(v1, scale);
@@ -224,6 +230,74 @@ void decode_e2m1_blocks(const uint8_t* packed, int64_t n, const float* scales, f
     }
   }
   if (j < n) decode_e2m1(packed + j / 2, n - j, scales[j / 16], o);
+}
+
+namespace {
+
+// Element j of a row (n of them, 16 at a time, the tail through zero-padded copies) times
+// scales[j] into the strips: values(c, v0, v1) gives the unscaled values of the 16 elements whose
+// codes start at c.
+template <int64_t kBytes, class Values>
+[[gnu::always_inline]] inline void scaled_strips(const uint8_t* codes, int64_t n,
+                                                 const float* scales, float* out, int64_t width,
+                                                 int64_t strip, const Values& values) {
+  int64_t j = 0, in_strip = 0;  // in_strip: j % width
+  float* o = out;               // out + (j / width) * strip + j % width
+  for (; j + 16 <= n; j += 16) {
+    __m256 v0, v1;
+    values(codes + j / 16 * kBytes, v0, v1);
+    _mm256_storeu_ps(o, _mm256_mul_ps(v0, _mm256_loadu_ps(scales + j)));
+    _mm256_storeu_ps(o + 8, _mm256_mul_ps(v1, _mm256_loadu_ps(scales + j + 8)));
+    o += 16;
+    in_strip += 16;
+    if (in_strip == width) {
+      o += strip - width;
+      in_strip = 0;
+    }
+  }
+  if (j == n) return;
+  const int64_t rest = n - j;
+  uint8_t pad[16] = {};
+  std::memcpy(pad, codes + j / 16 * kBytes, static_cast<size_t>((rest * kBytes + 15) / 16));
+  float s[16] = {};
+  std::copy(scales + j, scales + n, s);
+  __m256 v0, v1;
+  values(pad, v0, v1);
+  float tail[16];
+  _mm256_storeu_ps(tail, _mm256_mul_ps(v0, _mm256_loadu_ps(s)));
+  _mm256_storeu_ps(tail + 8, _mm256_mul_ps(v1, _mm256_loadu_ps(s + 8)));
+  std::copy(tail, tail + rest, o);  // a strip holds whole 16s: the tail stays in o's strip
+}
+
+}  // namespace
+
+void decode_e4m3_scaled_strips(const uint8_t* codes, int64_t n, const float* scales, E4m3Nans nans,
+                               float* out, int64_t width, int64_t strip) {
+  const __m256 np = _mm256_set1_ps(nans.positive), nn = _mm256_set1_ps(nans.negative);
+  scaled_strips<16>(
+      codes, n, scales, out, width, strip,
+      [&](const uint8_t* c, __m256& v0, __m256& v1) { e4m3_values16(c, np, nn, v0, v1); });
+}
+
+void decode_e5m2_scaled_strips(const uint8_t* codes, int64_t n, const float* scales, float* out,
+                               int64_t width, int64_t strip) {
+  scaled_strips<16>(
+      codes, n, scales, out, width, strip, [](const uint8_t* c, __m256& v0, __m256& v1) {
+        const __m256i half = _mm256_slli_epi16(
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))), 8);
+        v0 = _mm256_cvtph_ps(_mm256_castsi256_si128(half));
+        v1 = _mm256_cvtph_ps(_mm256_extracti128_si256(half, 1));
+      });
+}
+
+void decode_e2m1_scaled_strips(const uint8_t* packed, int64_t n, const float* scales, float* out,
+                               int64_t width, int64_t strip) {
+  const __m256 table = _mm256_loadu_ps(kE2m1Magnitudes);
+  scaled_strips<8>(packed, n, scales, out, width, strip,
+                   [&](const uint8_t* c, __m256& v0, __m256& v1) {
+                     v0 = e2m1_eight_scaled(c, table);
+                     v1 = e2m1_eight_scaled(c + 4, table);
+                   });
 }
 
 namespace {

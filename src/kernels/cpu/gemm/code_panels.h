@@ -49,6 +49,18 @@ void decode_e2m1(const uint8_t* packed, int64_t n, float scale, float* out);
 void decode_e2m1_blocks(const uint8_t* packed, int64_t n, const float* scales, float* out,
                         int64_t width, int64_t strip);
 
+// A stored row of codes whose blocks lie along the columns (each element its own scale, its
+// column's): element j's value times scales[j] stored at out[(j / width) * strip + j % width]
+// (width a multiple of 16), the strips of a register tile, with the bits of decode_e4m3 (or
+// decode_e5m2, decode_e2m1) unscaled times the scale, value first. A NaN scale is multiplied too.
+void decode_e4m3_scaled_strips(const uint8_t* codes, int64_t n, const float* scales, E4m3Nans nans,
+                               float* out, int64_t width, int64_t strip);
+void decode_e5m2_scaled_strips(const uint8_t* codes, int64_t n, const float* scales, float* out,
+                               int64_t width, int64_t strip);
+// n even.
+void decode_e2m1_scaled_strips(const uint8_t* packed, int64_t n, const float* scales, float* out,
+                               int64_t width, int64_t strip);
+
 // dst[c * ldd + r] = value(codes[r * ld + c]) for r < rows, c < cols (E4M3, NaN codes the given
 // NaNs), times row_scales[r] where given (else unscaled): stored rows decoded straight into a
 // k-major panel, 8 x 8 codes at a time transposed in registers, with the bits of decode_e4m3
