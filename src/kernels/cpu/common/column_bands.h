@@ -33,4 +33,12 @@ void column_maxima_in_bands(int64_t rows, int64_t width, bool split, T* out, con
       out[i] = std::max(out[i], part[static_cast<size_t>(b * width + i)]);
 }
 
+// parts[i] = the largest of parts[b * width + i] over b < bands, for i < width: bands' maxima
+// merged into the first band's.
+template <class T>
+void merge_column_maxima(T* parts, int64_t bands, int64_t width) {
+  for (int64_t b = 1; b < bands; ++b)
+    for (int64_t i = 0; i < width; ++i) parts[i] = std::max(parts[i], parts[b * width + i]);
+}
+
 }  // namespace mantissa::kernels
