@@ -137,24 +137,39 @@ MX_AVX2 __m256i transposed_max8(const __m256i* v) {
                           _mm256_permute2x128_si256(lo, hi, 0x31));
 }
 
+// Lane b (16-bit) of the result: the largest of m[b]'s 16 lanes (non-negative int16), for
+// kBlocks = 8 (in the low 128 bits) or 16 vectors. Each step halves the lanes a vector holds in
+// each 128-bit half and doubles the vectors (unrolled, so the steps stay in registers); the
+// last takes the two halves' maxima.
+template <int kBlocks>
+MX_AVX2 __m256i transposed_max16(const __m256i* m) {
+  static_assert(kBlocks == 8 || kBlocks == 16);
+  __m256i t[kBlocks / 2], u[kBlocks / 4], w[kBlocks / 8];
+#pragma GCC unroll 8
+  for (int k = 0; k < kBlocks / 2; ++k)
+    t[k] = _mm256_max_epi16(_mm256_unpacklo_epi16(m[2 * k], m[2 * k + 1]),
+                            _mm256_unpackhi_epi16(m[2 * k], m[2 * k + 1]));
+#pragma GCC unroll 4
+  for (int k = 0; k < kBlocks / 4; ++k)
+    u[k] = _mm256_max_epi16(_mm256_unpacklo_epi32(t[2 * k], t[2 * k + 1]),
+                            _mm256_unpackhi_epi32(t[2 * k], t[2 * k + 1]));
+#pragma GCC unroll 2
+  for (int k = 0; k < kBlocks / 8; ++k)
+    w[k] = _mm256_max_epi16(_mm256_unpacklo_epi64(u[2 * k], u[2 * k + 1]),
+                            _mm256_unpackhi_epi64(u[2 * k], u[2 * k + 1]));
+  if constexpr (kBlocks == 16)
+    return _mm256_max_epi16(_mm256_permute2x128_si256(w[0], w[1], 0x20),
+                            _mm256_permute2x128_si256(w[0], w[1], 0x31));
+  else
+    return _mm256_castsi128_si256(
+        _mm_max_epi16(_mm256_castsi256_si128(w[0]), _mm256_extracti128_si256(w[0], 1)));
+}
+
 // Lane b (32-bit) of the result: the largest of m[b]'s 16 lanes (non-negative int16) as
 // float32 bits (shifted into the high half).
 MX_AVX2 __m256i transposed_max8_16(const __m256i* m) {
-  __m256i t[4], u[2];
-  // Each step halves the lanes per vector and doubles the vectors per lane group (unrolled, so
-  // the steps stay in registers).
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; ++k)
-    t[k] = _mm256_max_epi16(_mm256_unpacklo_epi16(m[2 * k], m[2 * k + 1]),
-                            _mm256_unpackhi_epi16(m[2 * k], m[2 * k + 1]));
-#pragma GCC unroll 2
-  for (int k = 0; k < 2; ++k)
-    u[k] = _mm256_max_epi16(_mm256_unpacklo_epi32(t[2 * k], t[2 * k + 1]),
-                            _mm256_unpackhi_epi32(t[2 * k], t[2 * k + 1]));
-  const __m256i v =
-      _mm256_max_epi16(_mm256_unpacklo_epi64(u[0], u[1]), _mm256_unpackhi_epi64(u[0], u[1]));
-  const __m128i w = _mm_max_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  return _mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16);
+  return _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(transposed_max16<8>(m))),
+                           16);
 }
 
 // pair_max's unsigned minima.

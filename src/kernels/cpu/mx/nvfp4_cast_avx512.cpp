@@ -4,7 +4,7 @@
 // stochastically, with the statistics counted from the vectors when asked); Philox4x32-10 on 16
 // lanes. Blocks whose factor is NaN or infinite, and a row's short last block, run the scalar
 // body (mx_cast.cpp) and are counted by nvfp4_run_stats. A bfloat16 source rounded to nearest
-// takes the AVX2 level's body (nvfp4_rows_avx2.cpp).
+// takes the AVX2 level's body (nvfp4_rows_bf16_avx2.cpp).
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -438,7 +438,7 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
 
 namespace avx512 {
 
-// A bfloat16 source rounded to nearest takes the AVX2 level's body (nvfp4_rows_avx2.cpp): its
+// A bfloat16 source rounded to nearest takes the AVX2 level's body (nvfp4_rows_bf16_avx2.cpp): its
 // codes by 16-bit compares against per-scale thresholds cost no more in 256-bit vectors, where
 // 512-bit ones would assemble two blocks' thresholds for every compare.
 void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,

@@ -1,7 +1,8 @@
 #pragma once
-// Internal: the NVFP4 and MXFP4-SR bodies of the AVX2 level (nvfp4_rows_avx2.cpp) and of the
-// AVX-512 level (nvfp4_cast_avx512.cpp), which the levels' MxKernels (mx_cast_avx2.cpp,
-// mx_cast_avx512.cpp) hold; each is the MxKernels member of its name (mx_cast.h).
+// Internal: the NVFP4 and MXFP4-SR bodies of the AVX2 level (nvfp4_rows_avx2.cpp,
+// nvfp4_rows_bf16_avx2.cpp) and of the AVX-512 level (nvfp4_cast_avx512.cpp), which the levels'
+// MxKernels (mx_cast_avx2.cpp, mx_cast_avx512.cpp) hold; each is the MxKernels member of its name
+// (mx_cast.h).
 #include <cstdint>
 
 #include "kernels/cpu/mx/mx_cast.h"

@@ -1,7 +1,7 @@
 #pragma once
 // Internal: NVFP4's E4M3 block scale codes from the amax's bits by compares, for the SIMD casts
-// (nvfp4_rows_avx2.cpp, nvfp4_cast_avx512.cpp): the thresholds one tensor scale gives, made once
-// per tensor scale and thread.
+// (nvfp4_rows_avx2.h, nvfp4_rows_bf16_avx2.cpp, nvfp4_cast_avx512.cpp): the thresholds one tensor
+// scale gives, made once per tensor scale and thread.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -21,7 +21,7 @@ namespace mantissa::kernels::mx::detail {
 // 8..126. The thresholds are found by scalar evaluations of nvfp4_block_scale near their guesses,
 // and the doubling is checked at both ends (A17, A126); where it does not hold (a tensor scale
 // so small or large that a division leaves the normal range), `ok` is false and the caller
-// divides. The SIMD levels count the compares in their lanes (nvfp4_rows_avx2.cpp,
+// divides. The SIMD levels count the compares in their lanes (nvfp4_rows_avx2.h,
 // nvfp4_cast_avx512.cpp).
 struct Nvfp4ScaleCodeThresholds {
   int32_t base = 0;      // A9's bits
