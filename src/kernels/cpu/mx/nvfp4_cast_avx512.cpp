@@ -1,10 +1,11 @@
 // AVX-512 (F, BW, VL) bodies of the NVFP4 casts and of MXFP4 with stochastic rounding: one
 // NVFP4 block is one vector. The per-tensor amax pass; the 1x16 cast (16 blocks' amax, E4M3
 // scales and factors as one vector, then each block's codes, rounded to nearest or
-// stochastically, with the statistics counted from the vectors when asked); Philox4x32-10 on 16
-// lanes. Blocks whose factor is NaN or infinite, and a row's short last block, run the scalar
-// body (mx_cast.cpp) and are counted by nvfp4_run_stats. A bfloat16 source rounded to nearest
-// takes the AVX2 level's body (nvfp4_rows_bf16_avx2.cpp).
+// stochastically, with the statistics counted from the vectors when asked; a float32 source
+// rounded to nearest takes its codes from a byte table of the products' steps, four blocks at a
+// time); Philox4x32-10 on 16 lanes. Blocks whose factor is NaN or infinite, and a row's short
+// last block, run the scalar body (mx_cast.cpp) and are counted by nvfp4_run_stats. A bfloat16
+// source rounded to nearest takes the AVX2 level's body (nvfp4_rows_bf16_avx2.cpp).
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -319,6 +320,90 @@ template <bool kSr, bool kStats, DType::Id kSrc>
   return g.to_scalar;
 }
 
+// A float32 source rounded to nearest: E2M1 codes by a byte table of the index of y = |x| *
+// factor's bits among the grid's steps (nvfp4_rows_avx2.cpp's E2m1StepTable, which gives the
+// reasons): b = ceil((bits(y) - bits(0.25) + bit) / 2^21), bit the one worth 2^22, and b - 16,
+// saturated to a byte, picks the code from two 16-entry tables. The constants, read from memory.
+struct E2m1StepTable16 {
+  __m512i low, high;      // the codes of b = 0..15 and 16..31 in each 128-bit lane
+  __m512i floor16, c15;   // -16 and 15: the indices b - 16 the tables read
+  __m512i top;            // 0x80: the low table's index b + 0x70 from max(b - 16, -16)
+  __m512i first_flushed;  // -15: b - 16 below it is code 0
+  __m512i eight;          // the sign's bit of a code
+  __m512i pair;           // maddubs weights 1, 16: two codes to a byte
+  __m512i order;          // store_e2m1_blocks4's order of the 16-bit units
+  __m512i magnitude, one, six;
+  __m512i offset;  // 2^21 - 1 - 16 * 2^21 - bits(0.25): (bits(y) + offset + bit) >> 21 is b - 16
+  E2m1StepTable16()
+      : low(_mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5))),
+        high(_mm512_broadcast_i32x4(_mm_setr_epi8(6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7))),
+        floor16(_mm512_set1_epi8(-16)),
+        c15(_mm512_set1_epi8(15)),
+        top(_mm512_set1_epi8(static_cast<char>(0x80))),
+        first_flushed(_mm512_set1_epi8(-15)),
+        eight(_mm512_set1_epi8(8)),
+        pair(_mm512_set1_epi16(0x1001)),
+        order(_mm512_set_epi16(31, 30, 23, 22, 15, 14, 7, 6, 29, 28, 21, 20, 13, 12, 5, 4, 27, 26,
+                               19, 18, 11, 10, 3, 2, 25, 24, 17, 16, 9, 8, 1, 0)),
+        magnitude(_mm512_set1_epi32(0x7FFFFFFF)),
+        one(_mm512_set1_epi32(1)),
+        six(_mm512_set1_epi32(0x40C00000)),
+        offset(_mm512_set1_epi32((1 << 21) - 1 - (16 << 21) - 0x3E800000)) {}
+};
+
+// The 16 blocks of a prepared float32 group whose factors are all finite (g.to_scalar 0), rounded
+// to nearest by the table, four blocks' codes stored at once, and with kStats their statistics:
+// saturated (y > 6) in 32-bit lanes, flushed (code 0 from x != 0) in bytes.
+template <bool kStats>
+[[gnu::always_inline]] inline void encode_f32_table16(const float* p, const FloatGroup16& g,
+                                                      const E2m1StepTable16& t, uint8_t* codes,
+                                                      Nvfp4LaneStats* st) {
+  __m512i flushed = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int k = 0; k < 16; k += 4) {
+    __m512i x[4], a[4], index[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      x[j] = _mm512_loadu_si512(p + 16 * (k + j));
+      a[j] = _mm512_and_si512(x[j], t.magnitude);
+      const __m512i y =
+          _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(a[j]), _mm512_set1_ps(g.f[k + j])));
+      const __m512i bit = _mm512_and_si512(_mm512_srli_epi32(y, 22), t.one);
+      index[j] = _mm512_srai_epi32(_mm512_add_epi32(_mm512_add_epi32(y, t.offset), bit), 21);
+      if constexpr (kStats)
+        st->saturated = _mm512_mask_add_epi32(st->saturated, _mm512_cmpgt_epi32_mask(y, t.six),
+                                              st->saturated, t.one);
+    }
+    // Per 128-bit lane L: elements 4L..4L + 3 of blocks k, k + 1, k + 2, k + 3.
+    const __m512i q = _mm512_packs_epi16(_mm512_packs_epi32(index[0], index[1]),
+                                         _mm512_packs_epi32(index[2], index[3]));
+    const __mmask64 negative = _mm512_movepi8_mask(
+        _mm512_packs_epi16(_mm512_packs_epi32(x[0], x[1]), _mm512_packs_epi32(x[2], x[3])));
+    const __m512i magnitudes = _mm512_or_si512(
+        _mm512_shuffle_epi8(t.high, _mm512_min_epi8(q, t.c15)),
+        _mm512_shuffle_epi8(t.low, _mm512_xor_si512(_mm512_max_epi8(q, t.floor16), t.top)));
+    if constexpr (kStats) {
+      // Code 0 and x nonzero: the packs of the magnitudes keep a nonzero one nonzero.
+      const __m512i nonzero =
+          _mm512_packs_epi16(_mm512_packs_epi32(a[0], a[1]), _mm512_packs_epi32(a[2], a[3]));
+      const __mmask64 flush =
+          _mm512_cmpgt_epi8_mask(t.first_flushed, q) & _mm512_test_epi8_mask(nonzero, nonzero);
+      flushed = _mm512_mask_sub_epi8(flushed, flush, flushed, _mm512_set1_epi8(-1));
+    }
+    // The sign into bit 3 (the magnitude codes are at most 7).
+    const __m512i coded = _mm512_mask_add_epi8(magnitudes, negative, magnitudes, t.eight);
+    const __m512i pairs = _mm512_maddubs_epi16(coded, t.pair);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 8 * k),
+                        _mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(t.order, pairs)));
+  }
+  if constexpr (kStats) {
+    st->flushed = _mm512_add_epi32(st->flushed, _mm512_sad_epu8(flushed, _mm512_setzero_si512()));
+    const __m512 own = _mm512_castsi512_ps(g.own);
+    st->best = _mm512_max_ps(own, st->best);
+    st->peak = _mm512_max_ps(_mm512_mul_ps(own, g.factor), st->peak);
+  }
+}
+
 // 16 blocks of 16 elements from src (256 elements, all inside the segment): their amax
 // (block_amax_in's 16, or their own), scales and factors as vectors, then each block's codes,
 // rounded to nearest or (kSr) stochastically with the words of the 64-column groups from column
@@ -379,6 +464,7 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                           g);
   };
   const int64_t groups = blocks / 16;
+  const E2m1StepTable16 table;
   FloatGroup16 ahead[2];
   if (kAhead && groups > 0) prepare(0, ahead[0]);
   int64_t b = 0;
@@ -389,6 +475,12 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
     if constexpr (kAhead) {
       const int64_t q = b / 16;
       if (q + 1 < groups) prepare(b + 16, ahead[(q + 1) & 1]);
+      if constexpr (kSrc == DType::Id::f32) {
+        if (ahead[q & 1].to_scalar == 0) {
+          encode_f32_table16<kStats>(static_cast<const float*>(x), ahead[q & 1], table, c, &st);
+          continue;
+        }
+      }
       nan = encode_prepared16<kSr, kStats, kSrc>(x, ahead[q & 1], nullptr, 0, 0, 0, c, &st);
     } else {
       nan = group(x, block_amax_in ? block_amax_in + b : nullptr, b, c, scales + b);

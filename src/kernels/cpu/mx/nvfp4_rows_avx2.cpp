@@ -2,7 +2,8 @@
 // at a time: one NVFP4 block is two vectors. The per-tensor amax pass; the cast of a row's 1x16
 // blocks (8 blocks' amax, E4M3 scales and factors as one vector, then each block's codes, rounded
 // to nearest or stochastically, with the statistics counted from the vectors when asked:
-// nvfp4_rows_avx2.h), which casts the 16x16 tiles' rows too from the tiles' amax
+// nvfp4_rows_avx2.h; a float32 source rounded to nearest takes its codes from a byte table of the
+// products' steps), which casts the 16x16 tiles' rows too from the tiles' amax
 // (nvfp4_tiles.cpp); a bfloat16 source rounded to nearest takes its own body
 // (nvfp4_rows_bf16_avx2.cpp); the decode. Blocks whose factor is NaN or infinite, and a row's
 // short last block, run the scalar body (mx_cast.cpp).
@@ -32,6 +33,117 @@ namespace {
 using namespace scalar;
 using namespace avx2_lanes;
 using namespace nvfp4_avx2;
+
+// --- float32 rounded to nearest: E2M1 codes by a byte table ------------------------------------
+//
+// y = |x| * factor is the float32 product the scalar body rounds (its sign is x's). Every step of
+// e2m1_code's grid lies at y = 0.25 * (1 + k / 4) * 2^n, a multiple of kStep = 2^21 in the bits
+// v = bits(y) - bits(0.25): code 1 from v > 0, 2 from v >= 6 kStep, 3 from v > 9 kStep, 4 from
+// v >= 11 kStep, 5 from v > 13 kStep, 6 from v >= 15 kStep, 7 from v > 17 kStep (ties round to
+// the even code). The index b = ceil((v + bit) / kStep), bit the bit of v worth 2 kStep, puts
+// every such v on its side: a non-strict step (6, 11, 15) has that bit set and a strict one (0,
+// 9, 13, 17) clear, and a v between two steps takes the upper's index either way. b - 16,
+// saturated to a byte, gives the code through two 16-entry byte tables (b <= 0 is code 0, from
+// y <= 0.25 down to 0; b >= 18 code 7, y > 5 up to infinity). Saturated: y > 6; flushed: code 0
+// from x != 0. The same index as the MX rows' E2M1 table (mx_rows_e2m1_avx2.cpp), there under
+// power-of-2 scales.
+
+// The constants of the table, read from memory.
+struct E2m1StepTable {
+  __m256i low, high;      // the codes of b = 0..15 and 16..31 in each 128-bit half
+  __m256i floor16, c15;   // -16 and 15: the indices b - 16 the tables read
+  __m256i top;            // 0x80: the low table's index b + 0x70 from max(b - 16, -16)
+  __m256i first_flushed;  // -15: b - 16 below it is code 0
+  __m256i eight;          // the sign's bit of a code
+  __m256i pair;           // maddubs weights 1, 16: two codes to a byte
+  __m256i dword_order;
+  __m256i magnitude, one, six;
+  __m256i offset;  // kStep - 1 - 16 kStep - bits(0.25): bits(y) + offset + bit >> 21 is b - 16
+  E2m1StepTable()
+      : low(_mm256_setr_epi8(0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5, 0, 1, 1, 1, 1, 1, 1, 2,
+                             2, 2, 3, 3, 4, 4, 5, 5)),
+        high(_mm256_setr_epi8(6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 7, 7, 7, 7, 7,
+                              7, 7, 7, 7, 7, 7, 7, 7, 7)),
+        floor16(_mm256_set1_epi8(-16)),
+        c15(_mm256_set1_epi8(15)),
+        top(_mm256_set1_epi8(static_cast<char>(0x80))),
+        first_flushed(_mm256_set1_epi8(-15)),
+        eight(_mm256_set1_epi8(8)),
+        pair(_mm256_set1_epi16(0x1001)),
+        dword_order(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
+        magnitude(_mm256_set1_epi32(0x7FFFFFFF)),
+        one(_mm256_set1_epi32(1)),
+        six(_mm256_set1_epi32(0x40C00000)),
+        offset(_mm256_set1_epi32((1 << 21) - 1 - (16 << 21) - 0x3E800000)) {}
+};
+
+// The codes of two blocks (p: 32 float32 elements; f0, f1: their factors) as 16-bit units even +
+// 16 * odd in element order, and with kStats their saturated elements (-1 masks added in 32-bit
+// lanes) and flushed ones (counts in bytes).
+template <bool kStats>
+[[gnu::always_inline]] inline __m256i e2m1_table_pairs(const float* p, __m256 f0, __m256 f1,
+                                                       const E2m1StepTable& t, __m256i& saturated,
+                                                       __m256i& flushed) {
+  __m256i x[4], a[4], index[4], over[4];
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    x[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * j));
+    a[j] = _mm256_and_si256(x[j], t.magnitude);
+    const __m256i y =
+        _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(a[j]), j < 2 ? f0 : f1));
+    const __m256i bit = _mm256_and_si256(_mm256_srli_epi32(y, 22), t.one);
+    index[j] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(y, t.offset), bit), 21);
+    if constexpr (kStats) over[j] = _mm256_cmpgt_epi32(y, t.six);
+  }
+  // Per 128-bit half: elements 0-3 of x[0], x[1], x[2], x[3], then 4-7 of each.
+  const __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(index[0], index[1]),
+                                       _mm256_packs_epi32(index[2], index[3]));
+  const __m256i signs =
+      _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
+  const __m256i codes = _mm256_or_si256(
+      _mm256_shuffle_epi8(t.high, _mm256_min_epi8(q, t.c15)),
+      _mm256_shuffle_epi8(t.low, _mm256_xor_si256(_mm256_max_epi8(q, t.floor16), t.top)));
+  if constexpr (kStats) {
+    saturated = _mm256_sub_epi32(saturated, _mm256_add_epi32(_mm256_add_epi32(over[0], over[1]),
+                                                             _mm256_add_epi32(over[2], over[3])));
+    // Code 0 and x nonzero: the packs of the magnitudes keep a nonzero one nonzero.
+    const __m256i nonzero =
+        _mm256_packs_epi16(_mm256_packs_epi32(a[0], a[1]), _mm256_packs_epi32(a[2], a[3]));
+    flushed =
+        _mm256_sub_epi8(flushed, _mm256_sign_epi8(_mm256_cmpgt_epi8(t.first_flushed, q), nonzero));
+  }
+  const __m256i nibbles = _mm256_permutevar8x32_epi32(
+      _mm256_blendv_epi8(codes, _mm256_or_si256(codes, t.eight), signs), t.dword_order);
+  return _mm256_maddubs_epi16(nibbles, t.pair);
+}
+
+// The 8 blocks of a prepared float32 group whose factors are all finite (g.to_scalar 0), rounded
+// to nearest by the table, their codes stored and with kStats their statistics counted.
+template <bool kStats>
+[[gnu::always_inline]] inline void encode_f32_table8(const float* p, const FloatGroup& g,
+                                                     const E2m1StepTable& t, uint8_t* codes,
+                                                     Nvfp4LaneStats8* st) {
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated;
+#pragma GCC unroll 2
+  for (int k = 0; k < 8; k += 4) {
+    const __m256i ab =
+        e2m1_table_pairs<kStats>(p + 16 * k, _mm256_broadcast_ss(g.f + k),
+                                 _mm256_broadcast_ss(g.f + k + 1), t, saturated, flushed);
+    const __m256i cd =
+        e2m1_table_pairs<kStats>(p + 16 * k + 32, _mm256_broadcast_ss(g.f + k + 2),
+                                 _mm256_broadcast_ss(g.f + k + 3), t, saturated, flushed);
+    // qwords [ab 0-7, cd 0-7 | ab 8-15, cd 8-15] put in order.
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 8 * k),
+                        _mm256_permute4x64_epi64(_mm256_packus_epi16(ab, cd), 0xD8));
+  }
+  if constexpr (kStats) {
+    st->saturated = _mm256_add_epi32(st->saturated, saturated);
+    st->flushed = _mm256_add_epi32(st->flushed, _mm256_sad_epu8(flushed, _mm256_setzero_si256()));
+    const __m256 own = _mm256_castsi256_ps(g.own);
+    st->best = _mm256_max_ps(own, st->best);
+    st->peak = _mm256_max_ps(_mm256_mul_ps(own, g.factor), st->peak);
+  }
+}
 
 // The NVFP4 cast of a segment, 8 blocks at a time (encode_group8); the segment's last blocks
 // that make no group of 8 are cast from a zero-padded copy and their bytes copied out. With
@@ -68,6 +180,7 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                          g);
   };
   const int64_t groups = blocks / 8;
+  const E2m1StepTable table;
   FloatGroup ahead[2];
   if (kAhead && groups > 0) prepare(0, ahead[0]);
   int64_t b = 0;
@@ -78,6 +191,12 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
     if constexpr (kAhead) {
       const int64_t q = b / 8;
       if (q + 1 < groups) prepare(b + 8, ahead[(q + 1) & 1]);
+      if constexpr (kSrc == DType::Id::f32) {
+        if (ahead[q & 1].to_scalar == 0) {
+          encode_f32_table8<kStats>(static_cast<const float*>(x), ahead[q & 1], table, c, &st);
+          continue;
+        }
+      }
       nan = encode_prepared8<kSr, kStats, kSrc>(x, ahead[q & 1], nullptr, 0, 0, 0, c, &st);
     } else {
       nan = group(x, block_amax_in ? block_amax_in + b : nullptr, b, c, s);

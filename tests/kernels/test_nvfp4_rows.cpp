@@ -1,0 +1,129 @@
+// NVFP4's float32 row cast rounded to nearest at each SIMD level (kernels/cpu/mx/
+// nvfp4_rows_avx2.cpp, nvfp4_cast_avx512.cpp: E2M1 codes by a byte table of y = |x| * factor's
+// steps) against the scalar body: codes, scales and statistics byte for byte, on elements whose
+// products land on every step of the E2M1 grid (the ties included), one float32 step either side
+// of it and a few steps further, in every octave from the subnormal range to past the format's
+// top, under factors that are powers of 2 and factors that are not; beside all-zero blocks,
+// blocks holding infinity or NaN, blocks of subnormal amax, blocks at 6 * 448 * tensor scale,
+// rows whose last blocks make no whole group and a short last block, per 1x16 block and per
+// 16x16 tile.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mx_scalar.h"
+#include "mantissa/core/cpu_features.h"
+
+namespace mantissa::kernels::mx {
+namespace {
+
+// The E2M1 grid's steps (the code changes there or, at 6, saturation begins).
+constexpr float kSteps[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
+
+float step_from(float x, int steps) {
+  uint32_t b = std::bit_cast<uint32_t>(x);
+  b = static_cast<uint32_t>(static_cast<int64_t>(b) + steps);
+  return std::bit_cast<float>(b);
+}
+
+// Rows x cols float32 elements: each block's element (row + block) % 16 an anchor that sets its
+// scale (6 * tensor scale * 2^e, e from the block), the rest elements x whose products with the
+// block's factor land on a grid step times 2^o (o from -3 to 1) or one, two or seven float32
+// steps away, either sign; every ninth block an edge block instead.
+std::vector<float> source(int64_t rows, int64_t cols, float tensor_scale) {
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  uint32_t h = 0x2545F491u;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b * 16 < cols; ++b) {
+      const int kind = static_cast<int>((r * 7 + b) % 9);
+      const int e = static_cast<int>((r + 3 * b) % 13) - 6;
+      const float anchor = 6.0f * tensor_scale * std::ldexp(1.0f, e);
+      const float factor = scalar::nvfp4_block_scale(anchor, tensor_scale).factor;
+      const float top = 2688.0f * tensor_scale;  // amax / 6 / tensor scale = 448
+      for (int64_t c = b * 16; c < std::min(cols, b * 16 + 16); ++c) {
+        h = h * 1664525u + 1013904223u;
+        const float sign = (h >> 9) & 1 ? -1.0f : 1.0f;
+        float v;
+        if (c % 16 == (r + b) % 16) {
+          v = sign * anchor;
+        } else if (kind == 0) {
+          v = (h >> 11) & 1 ? 0.0f : -0.0f;  // an all-zero block
+        } else if (kind == 1) {
+          v = c % 16 == 4 ? sign * std::numeric_limits<float>::infinity() : sign * anchor * 0.3f;
+        } else if (kind == 2) {
+          v = c % 16 == 7 ? std::numeric_limits<float>::quiet_NaN() : sign * anchor * 0.7f;
+        } else if (kind == 3) {
+          v = sign * std::bit_cast<float>(1 + (h >> 10) % 0x7FFFFF);  // subnormal amax
+        } else if (kind == 4) {
+          v = c % 16 == 1 ? sign * top : sign * step_from(top, -static_cast<int>((h >> 12) % 5));
+        } else {
+          const float y =
+              kSteps[(h >> 13) % 8] * std::ldexp(1.0f, static_cast<int>((h >> 17) % 5) - 3);
+          static constexpr int kOff[] = {0, 0, 0, 1, -1, 2, -2, 7, -7};
+          v = sign * step_from(y / factor, kOff[(h >> 20) % 9]);
+        }
+        x[static_cast<size_t>(r * cols + c)] = v;
+      }
+    }
+  }
+  return x;
+}
+
+// The cast at `level` against the scalar body's, with and without statistics.
+void check_level(SimdLevel level) {
+  // Two groups of 16 blocks, 3 blocks more and a short block of 7.
+  const int64_t rows = 40, cols = 16 * 16 * 2 + 3 * 16 + 7;
+  int compared = 0;
+  for (const float ts : {1.0f, 0.37f, 3.1e-3f, 1e-37f, 2e30f}) {
+    const std::vector<float> x = source(rows, cols, ts);
+    for (const bool tiles : {false, true}) {
+      SCOPED_TRACE(std::string(tiles ? "16x16" : "1x16") + " at " + simd_level_name(level) +
+                   ", tensor scale " + std::to_string(ts));
+      Nvfp4Encoding e;
+      e.tensor_scale = ts;
+      e.tiles_16x16 = tiles;
+      const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
+      std::vector<uint8_t> ref_c(nc), ref_s(ns);
+      MxCastStats ref;
+      nvfp4_quantize(x.data(), kFloat32, rows, cols, e, ref_c.data(), ref_s.data(),
+                     SimdLevel::kScalar, &ref);
+      EXPECT_GT(ref.saturated, 0);
+      EXPECT_GT(ref.flushed, 0);
+      std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
+      MxCastStats st;
+      nvfp4_quantize(x.data(), kFloat32, rows, cols, e, c.data(), s.data(), level, &st);
+      EXPECT_EQ(c, ref_c);
+      EXPECT_EQ(s, ref_s);
+      EXPECT_EQ(st.saturated, ref.saturated);
+      EXPECT_EQ(st.flushed, ref.flushed);
+      EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref.amax));
+      EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref.peak));
+      std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
+      nvfp4_quantize(x.data(), kFloat32, rows, cols, e, c2.data(), s2.data(), level);
+      EXPECT_EQ(c2, ref_c);
+      EXPECT_EQ(s2, ref_s);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 10);
+}
+
+TEST(Nvfp4Rows, Float32TableCodesGiveTheScalarBytesAtAvx2) {
+  if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "this CPU has no AVX2";
+  check_level(SimdLevel::kAvx2);
+}
+
+TEST(Nvfp4Rows, Float32TableCodesGiveTheScalarBytesAtAvx512) {
+  if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
+  check_level(SimdLevel::kAvx512);
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::mx
