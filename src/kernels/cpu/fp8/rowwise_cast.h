@@ -38,13 +38,14 @@ bool f32_amax_without_nan(const float* src, int64_t n, float* amax);
 bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, float scale, float amax,
                    CastStats* stats, const float* next = nullptr, bool stream = false);
 
-// The scales of `cols` columns from their amaxes: scales[c] for amax[c].
+// The scales of `cols` columns from their amaxes: scales[c] for amax[c]. It may be called on
+// several threads at once (each with its own arrays) and must give each the same scales.
 using ColumnScales = std::function<void(const float* amax, float* scales, int64_t cols)>;
 
 // The columns' casts of a row-major [rows, cols] bfloat16 matrix with their amax pass, in one
-// parallel region: each thread takes the column maxima of its band of rows, one thread merges
-// them and sets the scales, then each thread casts its rows. False where a NaN is among the
-// values (amax, scales and dst then undefined). Else amax[c] is column_amax()'s, scales as
+// parallel region: each thread takes the column maxima of its band of rows, and after one
+// barrier merges the bands' maxima, sets the scales and casts its rows. False where a NaN is among
+// the values (amax, scales and dst then undefined). Else amax[c] is column_amax()'s, scales as
 // scales_of sets them, and *cast says whether dst and stats hold scaled_cast_columns()'s codes to
 // E4M3 and counts (CastStats::amax: the largest amax[c]); it is false, dst and stats untouched,
 // where a scale is not a normal power of two or an amax times its scale is above 448.

@@ -434,14 +434,15 @@ bool quantize_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t rows,
                                 const ColumnScales& scales_of, float* amax, float* scales,
                                 CastStats* stats, bool* cast) {
   // One band of rows a thread (rows split over threads above kChunk values, as
-  // scaled_cast_columns splits them), its maxima first, then, once one thread has merged them
-  // and set the scales, its codes.
+  // scaled_cast_columns splits them): its maxima, one barrier, then each thread merges the bands'
+  // maxima and sets the scales itself (the same values on every thread: no second barrier to
+  // hand them out; the first thread's are the ones returned) and casts its band.
   const int threads = rows * cols > kChunk && !omp_in_parallel()
                           ? static_cast<int>(std::min<int64_t>(omp_get_max_threads(), rows))
                           : 1;
   std::vector<int16_t> bits(static_cast<size_t>(threads * cols), 0);
-  ColumnLanes lanes;
   bool nan = false, lanes_ok = false;
+  float largest = 0.0f;
   const bool stream = rows * cols >= kStreamCodesFrom;  // common/stream_codes.h
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel num_threads(threads) if (threads > 1) reduction(+ : saturated, flushed)
@@ -450,28 +451,37 @@ bool quantize_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t rows,
     const int64_t begin = rows * t / n, end = rows * (t + 1) / n;
     bf16_column_bits(src + begin * cols, end - begin, cols, bits.data() + t * cols);
 #pragma omp barrier
-#pragma omp single
-    {
-      merge_column_maxima(bits.data(), n, cols);  // into the first band's
-      for (int64_t c = 0; c < cols && !nan; ++c) {
-        nan = bits[static_cast<size_t>(c)] > 0x7F80;
-        amax[c] = bf16_value(bits[static_cast<size_t>(c)]);
-      }
-      if (!nan) {
-        scales_of(amax, scales, cols);
-        lanes_ok = column_lanes(scales, amax, cols, &lanes);
-      }
+    std::vector<int16_t> best(static_cast<size_t>(cols));
+    std::vector<float> own(t == 0 ? 0 : static_cast<size_t>(2 * cols));
+    float* a = t == 0 ? amax : own.data();
+    float* sc = t == 0 ? scales : own.data() + cols;
+    column_maxima_of_bands(bits.data(), n, cols, best.data());
+    bool has_nan = false;
+    for (int64_t c = 0; c < cols && !has_nan; ++c) {
+      has_nan = best[static_cast<size_t>(c)] > 0x7F80;
+      a[c] = bf16_value(best[static_cast<size_t>(c)]);
     }
-    if (lanes_ok) {
-      const Counts counts = cast_column_rows(src, dst, begin, end, cols, scales, lanes, stream);
+    ColumnLanes lanes;
+    bool ok = false;
+    if (!has_nan) {
+      scales_of(a, sc, cols);
+      ok = column_lanes(sc, a, cols, &lanes);
+    }
+    if (ok) {
+      const Counts counts = cast_column_rows(src, dst, begin, end, cols, sc, lanes, stream);
       saturated += counts.saturated;
       flushed += counts.flushed;
+    }
+    if (t == 0) {
+      nan = has_nan;
+      lanes_ok = ok;
+      largest = lanes.largest;
     }
   }
   if (nan) return false;
   *cast = lanes_ok;
   if (lanes_ok) {
-    stats->amax = lanes.largest;
+    stats->amax = largest;
     stats->saturated = saturated;
     stats->flushed = flushed;
   }
