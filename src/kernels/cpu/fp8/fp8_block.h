@@ -139,7 +139,8 @@ T* half_a_page_from(T* buffer, const void* src) {
 // dst + r * ldd, column c's scale_inv at scale_inv[c]. Each column's largest magnitude bits from
 // one pass over the rows in memory order (an elementwise maximum), the columns' scales 16 at a
 // time, then the codes row by row while the rows are in cache, under per-column constants, 32
-// columns a step (the last, short one through a buffer).
+// columns a step (the last, short one through a buffer): fp8_block_columns.h's walk, over each
+// level's lanes.
 // Each tile's amax, scale and codes are quantize_128x1's; its statistics are folded into `st`.
 // next: null, or the first value of the band cast next (its rows at next + r * ld for r <
 // rows), whose first next_bytes of each row are fetched into L2 during the codes.

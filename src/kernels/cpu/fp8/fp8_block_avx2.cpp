@@ -28,6 +28,11 @@
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/float8.h"
 
+// The column walk takes this file's target (fp8_block_columns.h).
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#include "kernels/cpu/fp8/fp8_block_columns.h"
+
 namespace mantissa::kernels::fp8::detail {
 namespace {
 
@@ -325,167 +330,109 @@ __attribute__((target("avx2"), always_inline)) inline void slow_codes32(__m256i 
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), pack32_bytes(c[0], c[1], c[2], c[3]));
 }
 
-// The codes of one row's 32 columns c.. of a band (h0, h1: their bfloat16 bits) into d: in 16-bit
-// lanes (codes16_pow2_in_range) where the 32 columns take them (slow false) and none of the 32
-// values' codes is subnormal or flushed (0 < |h| < normal_from, normal_from = rebias + 128), else
-// in float32 lanes under each column's scale (satfinite_codes of f32(x * scale), the saturated
-// and flushed elements counted).
-__attribute__((target("avx2"), always_inline)) inline void column_codes32(
-    __m256i h0, __m256i h1, bool slow, const uint16_t* rebias, const float* scale_of, uint8_t* d,
-    LaneCounts& counts) {
-  if (!slow) [[likely]] {
+// The column walk's lanes (fp8_block_columns.h) for bfloat16 on AVX2: 16 columns a vector; the
+// fast codes are codes16_pow2_in_range's, in 16-bit lanes under each column's rebias.
+struct Bf16Avx2 {
+  using Src = uint16_t;
+  using Bits = uint16_t;
+  using Rebias = uint16_t;
+  static constexpr Bits kAbs = 0x7FFF, kInfBits = 0x7F80;
+  static constexpr int64_t kVec = 16;
+  struct Acc {
+    __m256 amax;
+    __m256d top;
+  };
+  using Counts = LaneCounts;
+
+  static float amax_of(Bits bits) { return bf16_bits_to_float(bits); }
+  // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
+  [[gnu::always_inline]] static void fold(uint16_t* top, const uint16_t* p) {
+    auto* t = reinterpret_cast<__m256i*>(top);
+    _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t),
+                                           _mm256_and_si256(load16(p), _mm256_set1_epi16(kAbs))));
+  }
+  [[gnu::always_inline]] static void fold2(uint16_t* top, const uint16_t* p, const uint16_t* q) {
+    const __m256i abs = _mm256_set1_epi16(kAbs);
+    auto* t = reinterpret_cast<__m256i*>(top);
+    const __m256i m =
+        _mm256_max_epi16(_mm256_and_si256(load16(p), abs), _mm256_and_si256(load16(q), abs));
+    _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t), m));
+  }
+  // The scales 16 at a time (block_scales8 twice); the rebias is (120 - e) << 7.
+  [[gnu::always_inline]] static bool scales32(const uint16_t* top, float for_inf, bool power_2,
+                                              float epsilon, float* scale_of, float* inv,
+                                              uint16_t* rebias, Acc& acc, uint32_t& nan) {
+    unsigned fast = 0;
+    for (int c = 0; c < 32; c += 16) {
+      const __m256i t = _mm256_load_si256(reinterpret_cast<const __m256i*>(top + c));
+      __m256i rb[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i b32 =
+            _mm256_cvtepu16_epi32(h ? _mm256_extracti128_si256(t, 1) : _mm256_castsi256_si128(t));
+        const __m256i nan_lanes = _mm256_cmpgt_epi32(b32, _mm256_set1_epi32(kInfBits));
+        const __m256 amax = _mm256_castsi256_ps(_mm256_slli_epi32(b32, 16));
+        __m256i ok;
+        const __m256i e =
+            block_scales8(amax, nan_lanes, for_inf, power_2, epsilon, scale_of + c + 8 * h,
+                          inv + c + 8 * h, acc.amax, acc.top, ok);
+        const int at = c + 8 * h;
+        fast |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << at;
+        nan |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes))) << at;
+        rb[h] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 7);
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(rebias + c),
+                         _mm256_permute4x64_epi64(_mm256_packs_epi32(rb[0], rb[1]), 0xD8));
+    }
+    return fast == 0xFFFFFFFFu;
+  }
+  // codes16_pow2_in_range under each column's rebias; a value's code is subnormal or flushed
+  // where 0 < |h| < normal_from = rebias + 128: |h| - 1 below rebias + 127 (0 wraps to 0xFFFF).
+  [[gnu::always_inline]] static bool codes32(const uint16_t* p, const uint16_t* rebias,
+                                             uint8_t* d) {
+    const __m256i h0 = load16(p), h1 = load16(p + 16);
     const __m256i rb0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias));
     const __m256i rb1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias + 16));
     __m256i unused = _mm256_setzero_si256();
     const __m256i c0 = codes16_pow2_in_range<3, 7>(h0, rb0, &unused);
     const __m256i c1 = codes16_pow2_in_range<3, 7>(h1, rb1, &unused);
-    // |h| - 1 below normal_from - 1 = rebias + 127 (0 wraps to 0xFFFF).
-    const __m256i abs = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
+    const __m256i abs = _mm256_set1_epi16(kAbs), one = _mm256_set1_epi16(1);
     const __m256i below = _mm256_set1_epi16(127);
     const __m256i d0 = _mm256_subs_epu16(_mm256_add_epi16(rb0, below),
                                          _mm256_sub_epi16(_mm256_and_si256(h0, abs), one));
     const __m256i d1 = _mm256_subs_epu16(_mm256_add_epi16(rb1, below),
                                          _mm256_sub_epi16(_mm256_and_si256(h1, abs), one));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), pack32_bytes16(c0, c1));
     const __m256i any = _mm256_or_si256(d0, d1);
-    if (_mm256_testz_si256(any, any)) [[likely]] {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), pack32_bytes16(c0, c1));
-      return;
-    }
+    return _mm256_testz_si256(any, any);
   }
-  slow_codes32(h0, h1, scale_of, d, counts);
-}
+  [[gnu::always_inline]] static void codes32_f32(const uint16_t* p, const float* scale_of,
+                                                 uint8_t* d, LaneCounts& counts) {
+    slow_codes32(load16(p), load16(p + 16), scale_of, d, counts);
+  }
+  [[gnu::always_inline]] static void finish(const Acc& acc, const LaneCounts& counts,
+                                            float amax_max, double top_max, BlockCastStats& st) {
+    finish_columns(acc.amax, acc.top, amax_max, top_max, counts, st);
+  }
+};
 
 }  // namespace
 
-__attribute__((target("avx2"))) void column_codes32_bf16_f32_lanes(const uint16_t* p,
-                                                                   const float* scale_of,
-                                                                   uint8_t* d, BlockCastStats& st) {
+void column_codes32_bf16_f32_lanes(const uint16_t* p, const float* scale_of, uint8_t* d,
+                                   BlockCastStats& st) {
   LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
   slow_codes32(load16(p), load16(p + 16), scale_of, d, counts);
   st.saturated += lane_sum(counts.saturated);
   st.flushed += lane_sum(counts.flushed);
 }
 
-__attribute__((target("avx2"))) void column_tiles_bf16_e4m3_avx2(
-    const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, uint8_t* dst, int64_t ldd,
-    float* scale_inv, float for_inf, bool power_2, float epsilon, const uint16_t* next,
-    int64_t next_bytes, BlockCastStats& st) {
-  // Columns past the last multiple of 32 (`tail` of them) take the same steps through a row
-  // buffer padded with zeros (whose code is 0 under scale 1: nothing counted or measured).
-  constexpr int64_t kMaxCols = kBlockGroupBytes / 2 + 32;
-  const int64_t full = cols / 32 * 32, tail = cols - full, padded = full + (tail ? 32 : 0);
-  const __m256i abs = _mm256_set1_epi16(0x7FFF);
-  alignas(32) uint16_t rest[32] = {};
-  const auto rest_of = [&](int64_t r) {
-    std::copy_n(src + r * ld + full, tail, rest);
-    return rest;
-  };
-  // Each column's largest magnitude bits (a NaN's above 0x7F80): an elementwise maximum over
-  // the rows, read in memory order, two rows at a time.
-  alignas(64) uint16_t top_buffer[kMaxCols + 2048];
-  uint16_t* top = half_a_page_from(top_buffer, src);
-  for (int64_t c = 0; c < padded; c += 16)
-    _mm256_store_si256(reinterpret_cast<__m256i*>(top + c), _mm256_setzero_si256());
-  int64_t r = 0;
-  for (; r + 2 <= rows; r += 2) {
-    const uint16_t* p = src + r * ld;
-    for (int64_t c = 0; c < full; c += 16) {
-      auto* t = reinterpret_cast<__m256i*>(top + c);
-      // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
-      const __m256i m = _mm256_max_epi16(_mm256_and_si256(load16(p + c), abs),
-                                         _mm256_and_si256(load16(p + ld + c), abs));
-      _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t), m));
-    }
-  }
-  for (; r < rows; ++r)
-    for (int64_t c = 0; c < full; c += 16) {
-      auto* t = reinterpret_cast<__m256i*>(top + c);
-      _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t),
-                                             _mm256_and_si256(load16(src + r * ld + c), abs)));
-    }
-  if (tail)
-    for (r = 0; r < rows; ++r) {
-      const uint16_t* p = rest_of(r);
-      for (int64_t c = 0; c < 32; c += 16) {
-        auto* t = reinterpret_cast<__m256i*>(top + full + c);
-        _mm256_store_si256(
-            t, _mm256_max_epi16(_mm256_load_si256(t), _mm256_and_si256(load16(p + c), abs)));
-      }
-    }
-  // The columns' scales 16 at a time (block_scales8 twice), codes16_pow2_in_range's rebias for
-  // each, and for each 32 columns whether all of them take the 16-bit lanes (a power-of-2 scale
-  // 2^e with e <= 120, amax * scale within E4M3's range, no NaN). A column holding a NaN has its
-  // amax found again, each NaN passed over, by a walk down the column.
-  alignas(32) uint16_t rebias[kMaxCols];
-  alignas(32) float scale_of[kMaxCols];
-  alignas(32) float inv[kMaxCols];
-  bool slow[kMaxCols / 32];
-  __m256 amax_acc = _mm256_setzero_ps();
-  __m256d top_acc = _mm256_setzero_pd();
-  float amax_max = st.amax;
-  double top_max = 0.0;
-  for (int64_t c = 0; c < padded; c += 16) {
-    const __m256i t = _mm256_load_si256(reinterpret_cast<const __m256i*>(top + c));
-    __m256i rb[2];
-    unsigned fast = 0, nan = 0;
-    for (int h = 0; h < 2; ++h) {
-      const __m256i b32 =
-          _mm256_cvtepu16_epi32(h ? _mm256_extracti128_si256(t, 1) : _mm256_castsi256_si128(t));
-      const __m256i nan_lanes = _mm256_cmpgt_epi32(b32, _mm256_set1_epi32(0x7F80));
-      const __m256 amax = _mm256_castsi256_ps(_mm256_slli_epi32(b32, 16));
-      __m256i ok;
-      const __m256i e = block_scales8(amax, nan_lanes, for_inf, power_2, epsilon,
-                                      scale_of + c + 8 * h, inv + c + 8 * h, amax_acc, top_acc, ok);
-      fast |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << (8 * h);
-      nan |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes))) << (8 * h);
-      rb[h] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 7);
-    }
-    _mm256_store_si256(reinterpret_cast<__m256i*>(rebias + c),
-                       _mm256_permute4x64_epi64(_mm256_packs_epi32(rb[0], rb[1]), 0xD8));
-    for (; nan; nan &= nan - 1) {
-      const int64_t j = c + __builtin_ctz(nan);
-      uint16_t bits = 0;
-      for (int64_t k = 0; k < rows; ++k) {
-        const auto a = static_cast<uint16_t>(src[k * ld + j] & 0x7FFF);
-        if (a <= 0x7F80) bits = std::max(bits, a);
-      }
-      const float amax = bf16_bits_to_float(bits);
-      const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-      scale_of[j] = scale;
-      inv[j] = block_scale_inverse(scale);
-      amax_max = std::max(amax_max, amax);
-      fold_top(amax, scale, top_max);
-    }
-    const bool all = fast == 0xFFFFu;
-    if (c % 32 == 0)
-      slow[c / 32] = !all;
-    else
-      slow[c / 32] |= !all;
-  }
-  std::copy_n(inv, cols, scale_inv);
-  // The codes row by row, 32 columns a step, while the rows are in cache. The next band's or
-  // group's rows are fetched into L2 meanwhile, at the pace of the codes.
-  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
-  const int64_t ahead = next != nullptr ? next_bytes : 0;
-  alignas(32) uint8_t rest_codes[32];
-  for (r = 0; r < rows; ++r) {
-    const uint16_t* p = src + r * ld;
-    uint8_t* d = dst + r * ldd;
-    const auto* line = reinterpret_cast<const char*>(next + r * ld);
-    if (ahead > 0) touch_pages(line, ahead);
-    for (int64_t c = 0; c < full; c += 32) {
-      if (2 * c < ahead) _mm_prefetch(line + 2 * c, _MM_HINT_T1);
-      column_codes32(load16(p + c), load16(p + c + 16), slow[c / 32], rebias + c, scale_of + c,
-                     d + c, counts);
-    }
-    if (tail) {
-      const uint16_t* q = rest_of(r);
-      column_codes32(load16(q), load16(q + 16), slow[full / 32], rebias + full, scale_of + full,
-                     rest_codes, counts);
-      std::copy_n(rest_codes, tail, d + full);
-    }
-  }
-  finish_columns(amax_acc, top_acc, amax_max, top_max, counts, st);
+void column_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
+                                 uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
+                                 bool power_2, float epsilon, const uint16_t* next,
+                                 int64_t next_bytes, BlockCastStats& st) {
+  columns::column_tiles<Bf16Avx2>(src, ld, rows, cols, dst, ldd, scale_inv, for_inf, power_2,
+                                  epsilon, next, next_bytes, st);
 }
 
 }  // namespace mantissa::kernels::fp8::detail
+
+#pragma GCC pop_options

@@ -1,16 +1,16 @@
 // The block recipe's 128x1 tiles of bfloat16 cast to E4M3 on AVX-512 (fp8_block.h,
-// detail::column_tiles_bf16_e4m3_avx512): a band of rows cast in x's layout, 32 columns a
-// vector. Each column's largest magnitude bits are an elementwise maximum over the band's rows
-// (vpmaxuw; a NaN's lie above infinity's), read in memory order; the columns' scales come 16 at
-// a time in float32 lanes (block_scale, f32(1 / f64(scale)) and amax * scale in double lanes);
-// then the codes row by row from cache in 16-bit lanes under per-column constants
-// (codes16_pow2_in_range's arithmetic: |h| less a rebias with unsigned saturation, rounded to
-// nearest even on the 4 dropped bits), 32 to bytes by one vpmovwb. 32 columns holding a NaN or
-// an inf, under a scale that is not a power of 2 or lies above 2^120, or a row's 32 values among
-// which one's code is subnormal or flushed (an unsigned compare against the columns'
-// normal_from), take the float32 lanes of the AVX2 body (column_codes32_bf16_f32_lanes), which
-// give the scalar cast's codes and counts. The same amax, scale, codes and counts as
-// quantize_128x1 at the scalar level.
+// detail::column_tiles_bf16_e4m3_avx512, the column walk of fp8_block_columns.h over this file's
+// lanes): a band of rows cast in x's layout, 32 columns a vector. Each column's largest magnitude
+// bits are an elementwise maximum over the band's rows (vpmaxuw; a NaN's lie above infinity's),
+// read in memory order; the columns' scales come 16 at a time in float32 lanes (block_scale, f32(1
+// / f64(scale)) and amax * scale in double lanes); then the codes row by row from cache in 16-bit
+// lanes under per-column constants (codes16_pow2_in_range's arithmetic: |h| less a rebias with
+// unsigned saturation, rounded to nearest even on the 4 dropped bits), 32 to bytes by one vpmovwb.
+// 32 columns holding a NaN or an inf, under a scale that is not a power of 2 or lies above 2^120,
+// or a row's 32 values among which one's code is subnormal or flushed (an unsigned compare against
+// the columns' normal_from), take the float32 lanes of the AVX2 body
+// (column_codes32_bf16_f32_lanes), which give the scalar cast's codes and counts. The same amax,
+// scale, codes and counts as quantize_128x1 at the scalar level.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // (GCC 12 reports the AVX-512 intrinsics' _mm512_undefined_* operands as uninitialized.)
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -21,8 +21,14 @@
 #include <limits>
 
 #include "kernels/cpu/fp8/fp8_block.h"
+#include "kernels/cpu/fp8/fp8_block_scales_avx2.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/float8.h"
+
+// The column walk takes this file's target (fp8_block_columns.h).
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl")
+#include "kernels/cpu/fp8/fp8_block_columns.h"
 
 #define MANTISSA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
@@ -85,152 +91,105 @@ MANTISSA_AVX512 inline __m512i block_scales16(__m512 amax, __mmask16 nan, float 
   return e;
 }
 
-// The codes of 32 bfloat16 values at p (32 readable) into d (32 bytes) in 16-bit lanes under the
-// columns' rebias. Returns false where the columns do not take the 16-bit lanes (slow) or a
-// value's code is subnormal or flushed (0 < |h| < normal_from = rebias + 128): the caller makes
-// those 32 codes again through the float32 lanes.
-MANTISSA_AVX512 inline bool column_codes32(const uint16_t* p, bool slow, const uint16_t* rebias,
-                                           uint8_t* d) {
-  const __m512i h = _mm512_loadu_si512(p);
-  const __m512i rb = _mm512_load_si512(rebias);
-  const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(0x7FFF));
-  // |h| - 1 below normal_from - 1 = rebias + 127 (0 wraps to 0xFFFF).
-  const __mmask32 below = _mm512_cmplt_epu16_mask(_mm512_sub_epi16(a, _mm512_set1_epi16(1)),
-                                                  _mm512_add_epi16(rb, _mm512_set1_epi16(127)));
-  const __m512i y = _mm512_subs_epu16(a, rb);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi16(y, 4), _mm512_set1_epi16(1));
-  const __m512i r = _mm512_add_epi16(_mm512_add_epi16(y, _mm512_set1_epi16(7)), lsb);
-  // (r >> 4) | ((h >> 8) & 0x80)
-  const __m512i code = _mm512_ternarylogic_epi32(_mm512_srli_epi16(r, 4), _mm512_srli_epi16(h, 8),
-                                                 _mm512_set1_epi16(0x80), 0xF8);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm512_cvtepi16_epi8(code));
-  return below == 0 && !slow;
-}
+// The column walk's lanes (fp8_block_columns.h) for bfloat16 on AVX-512: 32 columns a vector;
+// the fast codes are codes16_pow2_in_range's arithmetic (|h| less the column's rebias with
+// unsigned saturation, rounded to nearest even on the 4 dropped bits), 32 to bytes by one
+// vpmovwb; the float32 lanes are the AVX2 body's (column_codes32_bf16_f32_lanes).
+struct Bf16Avx512 {
+  using Src = uint16_t;
+  using Bits = uint16_t;
+  using Rebias = uint16_t;
+  static constexpr Bits kAbs = 0x7FFF, kInfBits = 0x7F80;
+  static constexpr int64_t kVec = 32;
+  struct Acc {
+    __m512 amax;
+    __m512d top;
+  };
+  // Only the counts are kept.
+  using Counts = BlockCastStats;
 
-}  // namespace
-
-MANTISSA_AVX512 void column_tiles_bf16_e4m3_avx512(const uint16_t* src, int64_t ld, int64_t rows,
-                                                   int64_t cols, uint8_t* dst, int64_t ldd,
-                                                   float* scale_inv, float for_inf, bool power_2,
-                                                   float epsilon, const uint16_t* next,
-                                                   int64_t next_bytes, BlockCastStats& st) {
-  // Columns past the last multiple of 32 (`tail` of them) are read with masked loads, and their
-  // codes made through a row buffer padded with zeros (whose code is 0 under scale 1: nothing
-  // counted or measured).
-  constexpr int64_t kMaxCols = kBlockGroupBytes / 2 + 32;
-  const int64_t full = cols / 32 * 32, tail = cols - full, padded = full + (tail ? 32 : 0);
-  const __mmask32 tail_mask = (__mmask32{1} << tail) - 1;
-  const __m512i abs = _mm512_set1_epi16(0x7FFF);
-  // Each column's largest magnitude bits (a NaN's above 0x7F80): an elementwise maximum over
-  // the rows, read in memory order, two rows at a time.
-  alignas(64) uint16_t top_buffer[kMaxCols + 2048];
-  uint16_t* top = half_a_page_from(top_buffer, src);
-  for (int64_t c = 0; c < padded; c += 32) _mm512_store_si512(top + c, _mm512_setzero_si512());
-  int64_t r = 0;
-  for (; r + 2 <= rows; r += 2) {
-    const uint16_t* p = src + r * ld;
-    for (int64_t c = 0; c < full; c += 32) {
-      const __m512i m = _mm512_max_epu16(_mm512_and_si512(_mm512_loadu_si512(p + c), abs),
-                                         _mm512_and_si512(_mm512_loadu_si512(p + ld + c), abs));
-      _mm512_store_si512(top + c, _mm512_max_epu16(_mm512_load_si512(top + c), m));
-    }
+  static float amax_of(Bits bits) { return bf16_bits_to_float(bits); }
+  [[gnu::always_inline]] static void fold(uint16_t* top, const uint16_t* p) {
+    _mm512_store_si512(
+        top, _mm512_max_epu16(_mm512_load_si512(top),
+                              _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi16(kAbs))));
   }
-  for (; r < rows; ++r)
-    for (int64_t c = 0; c < full; c += 32)
-      _mm512_store_si512(
-          top + c, _mm512_max_epu16(_mm512_load_si512(top + c),
-                                    _mm512_and_si512(_mm512_loadu_si512(src + r * ld + c), abs)));
-  if (tail)
-    for (r = 0; r < rows; ++r)
-      _mm512_store_si512(
-          top + full,
-          _mm512_max_epu16(
-              _mm512_load_si512(top + full),
-              _mm512_and_si512(_mm512_maskz_loadu_epi16(tail_mask, src + r * ld + full), abs)));
-  // The columns' scales 16 at a time, codes16_pow2_in_range's rebias for each, and for each 32
-  // columns whether all of them take the 16-bit lanes. A column holding a NaN has its amax found
-  // again, each NaN passed over, by a walk down the column.
-  alignas(64) uint16_t rebias[kMaxCols];
-  alignas(64) float scale_of[kMaxCols];
-  alignas(64) float inv[kMaxCols];
-  bool slow[kMaxCols / 32];
-  __m512 amax_acc = _mm512_setzero_ps();
-  __m512d top_acc = _mm512_setzero_pd();
-  float amax_max = st.amax;
-  double top_max = 0.0;
-  for (int64_t c = 0; c < padded; c += 32) {
-    const __m512i t = _mm512_load_si512(top + c);
-    const __mmask32 nan = _mm512_cmpgt_epu16_mask(t, _mm512_set1_epi16(0x7F80));
+  [[gnu::always_inline]] static void fold2(uint16_t* top, const uint16_t* p, const uint16_t* q) {
+    const __m512i abs = _mm512_set1_epi16(kAbs);
+    const __m512i m = _mm512_max_epu16(_mm512_and_si512(_mm512_loadu_si512(p), abs),
+                                       _mm512_and_si512(_mm512_loadu_si512(q), abs));
+    _mm512_store_si512(top, _mm512_max_epu16(_mm512_load_si512(top), m));
+  }
+  // The scales 16 at a time (block_scales16); the rebias is (120 - e) << 7. (The lanes of a
+  // column outside the fast codes may hold any value: its step takes the float32 lanes.)
+  [[gnu::always_inline]] static bool scales32(const uint16_t* top, float for_inf, bool power_2,
+                                              float epsilon, float* scale_of, float* inv,
+                                              uint16_t* rebias, Acc& acc, uint32_t& nan) {
+    const __m512i t = _mm512_load_si512(top);
+    const __mmask32 nan_lanes = _mm512_cmpgt_epu16_mask(t, _mm512_set1_epi16(kInfBits));
     __m512i rb[2];
     __mmask16 fast[2];
     for (int h = 0; h < 2; ++h) {
       const __m512i b32 = _mm512_cvtepu16_epi32(half_of(t, h));
       const __m512 amax = _mm512_castsi512_ps(_mm512_slli_epi32(b32, 16));
       const __m512i e =
-          block_scales16(amax, static_cast<__mmask16>(nan >> (16 * h)), for_inf, power_2, epsilon,
-                         scale_of + c + 16 * h, inv + c + 16 * h, amax_acc, top_acc, fast[h]);
+          block_scales16(amax, static_cast<__mmask16>(nan_lanes >> (16 * h)), for_inf, power_2,
+                         epsilon, scale_of + 16 * h, inv + 16 * h, acc.amax, acc.top, fast[h]);
       rb[h] = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(120), e), 7);
     }
-    // (The lanes of a column outside the 16-bit lanes may hold any value: their step is slow.)
-    _mm512_store_si512(rebias + c,
+    _mm512_store_si512(rebias,
                        _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(rb[0])),
                                           _mm512_cvtepi32_epi16(rb[1]), 1));
-    for (__mmask32 n = nan; n; n &= n - 1) {
-      const int64_t j = c + __builtin_ctz(n);
-      uint16_t bits = 0;
-      for (int64_t k = 0; k < rows; ++k) {
-        const auto a = static_cast<uint16_t>(src[k * ld + j] & 0x7FFF);
-        if (a <= 0x7F80) bits = std::max(bits, a);
-      }
-      const float amax = bf16_bits_to_float(bits);
-      const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-      scale_of[j] = scale;
-      inv[j] = block_scale_inverse(scale);
-      amax_max = std::max(amax_max, amax);
-      const double top_of = static_cast<double>(amax) * scale;
-      if (top_of <= std::numeric_limits<double>::max()) top_max = std::max(top_max, top_of);
-    }
-    slow[c / 32] = (fast[0] & fast[1]) != 0xFFFF;
+    nan = nan_lanes;
+    return (fast[0] & fast[1]) == 0xFFFF;
   }
-  std::copy_n(inv, cols, scale_inv);
-  // The codes row by row, 32 columns a step, while the rows are in cache. The next band's or
-  // group's rows are fetched into L2 meanwhile, at the pace of the codes (a demand load every
-  // 4 KiB of a row first, as the group casts do).
-  const int64_t ahead = next != nullptr ? next_bytes : 0;
-  alignas(64) uint16_t rest[32] = {};
-  alignas(32) uint8_t rest_codes[32];
-  // The steps of a row the float32 lanes make again, after the row (a call in the loop would keep
-  // its constants out of registers).
-  int32_t again[kMaxCols / 32];
-  for (r = 0; r < rows; ++r) {
-    const uint16_t* p = src + r * ld;
-    uint8_t* d = dst + r * ldd;
-    const auto* line = reinterpret_cast<const char*>(next + r * ld);
-    for (int64_t b = 0; b < ahead; b += 4096)
-      (void)*reinterpret_cast<const volatile char*>(line + b);
-    int n = 0;
-    for (int64_t c = 0; c < full; c += 32) {
-      if (2 * c < ahead) _mm_prefetch(line + 2 * c, _MM_HINT_T1);
-      again[n] = static_cast<int32_t>(c);
-      n += column_codes32(p + c, slow[c / 32], rebias + c, d + c) ? 0 : 1;
-    }
-    for (int i = 0; i < n; ++i)
-      column_codes32_bf16_f32_lanes(p + again[i], scale_of + again[i], d + again[i], st);
-    if (tail) {
-      _mm512_store_si512(rest, _mm512_maskz_loadu_epi16(tail_mask, p + full));
-      if (!column_codes32(rest, slow[full / 32], rebias + full, rest_codes))
-        column_codes32_bf16_f32_lanes(rest, scale_of + full, rest_codes, st);
-      std::copy_n(rest_codes, tail, d + full);
-    }
+  // A value's code is subnormal or flushed where 0 < |h| < normal_from = rebias + 128: |h| - 1
+  // below rebias + 127 (0 wraps to 0xFFFF).
+  [[gnu::always_inline]] static bool codes32(const uint16_t* p, const uint16_t* rebias,
+                                             uint8_t* d) {
+    const __m512i h = _mm512_loadu_si512(p);
+    const __m512i rb = _mm512_load_si512(rebias);
+    const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(kAbs));
+    const __mmask32 below = _mm512_cmplt_epu16_mask(_mm512_sub_epi16(a, _mm512_set1_epi16(1)),
+                                                    _mm512_add_epi16(rb, _mm512_set1_epi16(127)));
+    const __m512i y = _mm512_subs_epu16(a, rb);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi16(y, 4), _mm512_set1_epi16(1));
+    const __m512i r = _mm512_add_epi16(_mm512_add_epi16(y, _mm512_set1_epi16(7)), lsb);
+    // (r >> 4) | ((h >> 8) & 0x80)
+    const __m512i code = _mm512_ternarylogic_epi32(_mm512_srli_epi16(r, 4), _mm512_srli_epi16(h, 8),
+                                                   _mm512_set1_epi16(0x80), 0xF8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm512_cvtepi16_epi8(code));
+    return below == 0;
   }
-  alignas(64) float amaxes[16];
-  alignas(64) double tops[8];
-  _mm512_store_ps(amaxes, amax_acc);
-  _mm512_store_pd(tops, top_acc);
-  for (const float a : amaxes) amax_max = std::max(amax_max, a);
-  for (const double t : tops) top_max = std::max(top_max, t);
-  st.amax = amax_max;
-  st.peak = std::max(st.peak, top_max / kE4m3Max);
+  static void codes32_f32(const uint16_t* p, const float* scale_of, uint8_t* d,
+                          BlockCastStats& counts) {
+    column_codes32_bf16_f32_lanes(p, scale_of, d, counts);
+  }
+  static void finish(const Acc& acc, const BlockCastStats& counts, float amax_max, double top_max,
+                     BlockCastStats& st) {
+    alignas(64) float amaxes[16];
+    alignas(64) double tops[8];
+    _mm512_store_ps(amaxes, acc.amax);
+    _mm512_store_pd(tops, acc.top);
+    for (const float a : amaxes) amax_max = std::max(amax_max, a);
+    for (const double t : tops) top_max = std::max(top_max, t);
+    st.amax = amax_max;
+    st.peak = std::max(st.peak, top_max / kE4m3Max);
+    st.saturated += counts.saturated;
+    st.flushed += counts.flushed;
+  }
+};
+
+}  // namespace
+
+void column_tiles_bf16_e4m3_avx512(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
+                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
+                                   bool power_2, float epsilon, const uint16_t* next,
+                                   int64_t next_bytes, BlockCastStats& st) {
+  columns::column_tiles<Bf16Avx512>(src, ld, rows, cols, dst, ldd, scale_inv, for_inf, power_2,
+                                    epsilon, next, next_bytes, st);
 }
 
 }  // namespace mantissa::kernels::fp8::detail
+
+#pragma GCC pop_options

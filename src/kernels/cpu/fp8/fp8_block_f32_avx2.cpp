@@ -24,6 +24,11 @@
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "mantissa/core/float8.h"
 
+// The column walk takes this file's target (fp8_block_columns.h).
+#pragma GCC push_options
+#pragma GCC target("avx2")
+#include "kernels/cpu/fp8/fp8_block_columns.h"
+
 namespace mantissa::kernels::fp8::detail {
 namespace {
 
@@ -269,23 +274,60 @@ __attribute__((target("avx2"))) void blocks_128x128_f32_e4m3_avx2(
   st.flushed += lane_sum(counts.flushed);
 }
 
-}  // namespace mantissa::kernels::fp8::detail
-
-namespace mantissa::kernels::fp8::detail {
-
 namespace {
 
-// The codes of one row's 32 columns at p into d: the integer codes (code_of) where the 32 columns
-// take them (slow false) and none of the 32 values' codes is subnormal or flushed (0 < |x| <
-// normal_from: |x| - 1 below normal_from - 1, which is rebias + 2^23 + 2^19 - 2), else the
-// float32 lanes under each column's scale (satfinite_codes of f32(x * scale), the saturated and
-// flushed elements counted).
-__attribute__((target("avx2"), always_inline)) inline void column_codes32(const float* p, bool slow,
-                                                                          const int32_t* rebias,
-                                                                          const float* scale_of,
-                                                                          uint8_t* d,
-                                                                          LaneCounts& counts) {
-  if (!slow) [[likely]] {
+// The column walk's lanes (fp8_block_columns.h) for float32 on AVX2: 8 columns a vector; the fast
+// codes are code_of's, the integer codes under each column's rebias.
+struct F32Avx2 {
+  using Src = float;
+  using Bits = uint32_t;
+  using Rebias = int32_t;
+  static constexpr Bits kAbs = 0x7FFFFFFFu, kInfBits = 0x7F800000u;
+  static constexpr int64_t kVec = 8;
+  struct Acc {
+    __m256 amax;
+    __m256d top;
+  };
+  using Counts = LaneCounts;
+
+  static float amax_of(Bits bits) { return std::bit_cast<float>(bits); }
+  // Magnitude bits are at most 0x7FFFFFFF: a signed maximum orders them.
+  [[gnu::always_inline]] static void fold(uint32_t* top, const float* p) {
+    auto* t = reinterpret_cast<__m256i*>(top);
+    _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t),
+                                           _mm256_and_si256(load8i(p), _mm256_set1_epi32(kAbs))));
+  }
+  [[gnu::always_inline]] static void fold2(uint32_t* top, const float* p, const float* q) {
+    const __m256i abs = _mm256_set1_epi32(kAbs);
+    auto* t = reinterpret_cast<__m256i*>(top);
+    const __m256i m =
+        _mm256_max_epi32(_mm256_and_si256(load8i(p), abs), _mm256_and_si256(load8i(q), abs));
+    _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t), m));
+  }
+  // The scales 8 at a time (block_scales8); the rebias is ((120 - e) << 23) less the rounding's
+  // 2^19 - 1.
+  [[gnu::always_inline]] static bool scales32(const uint32_t* top, float for_inf, bool power_2,
+                                              float epsilon, float* scale_of, float* inv,
+                                              int32_t* rebias, Acc& acc, uint32_t& nan) {
+    unsigned fast = 0;
+    for (int c = 0; c < 32; c += 8) {
+      const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(top + c));
+      const __m256i nan_lanes =
+          _mm256_cmpgt_epi32(b, _mm256_set1_epi32(static_cast<int>(kInfBits)));
+      __m256i ok;
+      const __m256i e = block_scales8(_mm256_castsi256_ps(b), nan_lanes, for_inf, power_2, epsilon,
+                                      scale_of + c, inv + c, acc.amax, acc.top, ok);
+      const __m256i shift = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 23);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(rebias + c),
+                         _mm256_sub_epi32(shift, _mm256_set1_epi32((1 << 19) - 1)));
+      fast |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << c;
+      nan |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes))) << c;
+    }
+    return fast == 0xFFFFFFFFu;
+  }
+  // code_of under each column's rebias; a value's code is subnormal or flushed where 0 < |x| <
+  // normal_from: |x| - 1 below normal_from - 1, which is rebias + 2^23 + 2^19 - 2.
+  [[gnu::always_inline]] static bool codes32(const float* p, const int32_t* rebias, uint8_t* d) {
     const __m256i to_below = _mm256_set1_epi32((1 << 23) + (1 << 19) - 2);
     __m256i x[4], code[4];
     __m256i ok = _mm256_set1_epi32(-1);
@@ -298,147 +340,47 @@ __attribute__((target("avx2"), always_inline)) inline void column_codes32(const 
       const __m256i below = _mm256_add_epi32(rb, to_below);
       ok = _mm256_and_si256(ok, _mm256_cmpeq_epi32(_mm256_max_epu32(low, below), low));
     }
-    if (_mm256_movemask_epi8(ok) == -1) [[likely]] {
-      // The codes (0 to 0x7E) and x's signs (kept by the signed packs) in the same byte order.
-      const __m256i codes = _mm256_packus_epi16(_mm256_packus_epi32(code[0], code[1]),
-                                                _mm256_packus_epi32(code[2], code[3]));
-      const __m256i signs =
-          _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
-      const __m256i bytes = _mm256_or_si256(
-          codes, _mm256_and_si256(signs, _mm256_set1_epi8(static_cast<char>(0x80))));
-      _mm256_storeu_si256(
-          reinterpret_cast<__m256i*>(d),
-          _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-      return;
-    }
+    // The codes (0 to 0x7E) and x's signs (kept by the signed packs) in the same byte order.
+    const __m256i codes = _mm256_packus_epi16(_mm256_packus_epi32(code[0], code[1]),
+                                              _mm256_packus_epi32(code[2], code[3]));
+    const __m256i signs =
+        _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
+    const __m256i bytes =
+        _mm256_or_si256(codes, _mm256_and_si256(signs, _mm256_set1_epi8(static_cast<char>(0x80))));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(d),
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    return _mm256_movemask_epi8(ok) == -1;
   }
-  const __m256 max = _mm256_set1_ps(kE4m3Max);
-  __m256i code[4];
+  [[gnu::always_inline]] static void codes32_f32(const float* p, const float* scale_of, uint8_t* d,
+                                                 LaneCounts& counts) {
+    const __m256 max = _mm256_set1_ps(kE4m3Max);
+    __m256i code[4];
 #pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) {
-    const __m256 x = _mm256_loadu_ps(p + 8 * q);
-    code[q] = counted_codes<3, 7, 0x7e>(x, _mm256_mul_ps(x, _mm256_load_ps(scale_of + 8 * q)), max,
-                                        counts);
+    for (int q = 0; q < 4; ++q) {
+      const __m256 x = _mm256_loadu_ps(p + 8 * q);
+      code[q] = counted_codes<3, 7, 0x7e>(x, _mm256_mul_ps(x, _mm256_load_ps(scale_of + 8 * q)),
+                                          max, counts);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
+                        pack32_bytes(code[0], code[1], code[2], code[3]));
   }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
-                      pack32_bytes(code[0], code[1], code[2], code[3]));
-}
+  [[gnu::always_inline]] static void finish(const Acc& acc, const LaneCounts& counts,
+                                            float amax_max, double top_max, BlockCastStats& st) {
+    finish_columns(acc.amax, acc.top, amax_max, top_max, counts, st);
+  }
+};
 
 }  // namespace
 
-__attribute__((target("avx2"))) void column_tiles_f32_e4m3_avx2(
-    const float* src, int64_t ld, int64_t rows, int64_t cols, uint8_t* dst, int64_t ldd,
-    float* scale_inv, float for_inf, bool power_2, float epsilon, const float* next,
-    int64_t next_bytes, BlockCastStats& st) {
-  // Columns past the last multiple of 32 (`tail` of them) take the same steps through a row
-  // buffer padded with zeros (whose code is 0 under scale 1: nothing counted or measured).
-  constexpr int64_t kMaxCols = kBlockGroupBytes / 4 + 32;
-  const int64_t full = cols / 32 * 32, tail = cols - full, padded = full + (tail ? 32 : 0);
-  const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF);
-  alignas(32) float rest[32] = {};
-  const auto rest_of = [&](int64_t r) {
-    std::copy_n(src + r * ld + full, tail, rest);
-    return rest;
-  };
-  // Each column's largest magnitude bits (a NaN's above kInfBits): an elementwise maximum over
-  // the rows, read in memory order, two rows at a time.
-  alignas(64) uint32_t top_buffer[kMaxCols + 1024];
-  uint32_t* top = half_a_page_from(top_buffer, src);
-  for (int64_t c = 0; c < padded; c += 8)
-    _mm256_store_si256(reinterpret_cast<__m256i*>(top + c), _mm256_setzero_si256());
-  int64_t r = 0;
-  for (; r + 2 <= rows; r += 2) {
-    const float* p = src + r * ld;
-    for (int64_t c = 0; c < full; c += 8) {
-      auto* t = reinterpret_cast<__m256i*>(top + c);
-      // Magnitude bits are at most 0x7FFFFFFF: a signed maximum orders them.
-      const __m256i m = _mm256_max_epi32(_mm256_and_si256(load8i(p + c), abs),
-                                         _mm256_and_si256(load8i(p + ld + c), abs));
-      _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t), m));
-    }
-  }
-  for (; r < rows; ++r)
-    for (int64_t c = 0; c < full; c += 8) {
-      auto* t = reinterpret_cast<__m256i*>(top + c);
-      _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t),
-                                             _mm256_and_si256(load8i(src + r * ld + c), abs)));
-    }
-  if (tail)
-    for (r = 0; r < rows; ++r) {
-      const float* p = rest_of(r);
-      for (int64_t c = 0; c < 32; c += 8) {
-        auto* t = reinterpret_cast<__m256i*>(top + full + c);
-        _mm256_store_si256(
-            t, _mm256_max_epi32(_mm256_load_si256(t), _mm256_and_si256(load8i(p + c), abs)));
-      }
-    }
-  // The columns' scales 8 at a time (block_scales8), the integer codes' rebias for each (Lanes),
-  // and for each 32 columns whether all of them take the integer codes (a power-of-2 scale 2^e
-  // with e <= 120, amax * scale within E4M3's range, no NaN). A column holding a NaN has its
-  // amax found again, each NaN passed over, by a walk down the column.
-  alignas(32) int32_t rebias[kMaxCols];
-  alignas(32) float scale_of[kMaxCols];
-  alignas(32) float inv[kMaxCols];
-  bool slow[kMaxCols / 32];
-  __m256 amax_acc = _mm256_setzero_ps();
-  __m256d top_acc = _mm256_setzero_pd();
-  float amax_max = st.amax;
-  double top_max = 0.0;
-  for (int64_t c = 0; c < padded; c += 8) {
-    const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(top + c));
-    const __m256i nan_lanes = _mm256_cmpgt_epi32(b, _mm256_set1_epi32(static_cast<int>(kInfBits)));
-    __m256i ok;
-    const __m256i e = block_scales8(_mm256_castsi256_ps(b), nan_lanes, for_inf, power_2, epsilon,
-                                    scale_of + c, inv + c, amax_acc, top_acc, ok);
-    const __m256i shift = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 23);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(rebias + c),
-                       _mm256_sub_epi32(shift, _mm256_set1_epi32((1 << 19) - 1)));
-    for (auto nan = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes))); nan;
-         nan &= nan - 1) {
-      const int64_t j = c + __builtin_ctz(nan);
-      uint32_t bits = 0;
-      for (int64_t k = 0; k < rows; ++k) {
-        const uint32_t a = std::bit_cast<uint32_t>(src[k * ld + j]) & 0x7FFFFFFFu;
-        if (a <= kInfBits) bits = std::max(bits, a);
-      }
-      const float amax = std::bit_cast<float>(bits);
-      const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-      scale_of[j] = scale;
-      inv[j] = block_scale_inverse(scale);
-      amax_max = std::max(amax_max, amax);
-      fold_top(amax, scale, top_max);
-    }
-    const bool all = _mm256_movemask_ps(_mm256_castsi256_ps(ok)) == 0xFF;
-    if (c % 32 == 0)
-      slow[c / 32] = !all;
-    else
-      slow[c / 32] |= !all;
-  }
-  std::copy_n(inv, cols, scale_inv);
-  // The codes row by row, 32 columns a step, while the rows are in cache. The next band's or
-  // group's rows are fetched into L2 meanwhile, at the pace of the codes.
-  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
-  const int64_t ahead = next != nullptr ? next_bytes : 0;
-  alignas(32) uint8_t rest_codes[32];
-  for (r = 0; r < rows; ++r) {
-    const float* p = src + r * ld;
-    uint8_t* d = dst + r * ldd;
-    const auto* line = reinterpret_cast<const char*>(next + r * ld);
-    if (ahead > 0) touch_pages(line, ahead);
-    for (int64_t c = 0; c < full; c += 32) {
-      if (4 * c < ahead) {
-        _mm_prefetch(line + 4 * c, _MM_HINT_T1);
-        _mm_prefetch(line + 4 * c + 64, _MM_HINT_T1);
-      }
-      column_codes32(p + c, slow[c / 32], rebias + c, scale_of + c, d + c, counts);
-    }
-    if (tail) {
-      column_codes32(rest_of(r), slow[full / 32], rebias + full, scale_of + full, rest_codes,
-                     counts);
-      std::copy_n(rest_codes, tail, d + full);
-    }
-  }
-  finish_columns(amax_acc, top_acc, amax_max, top_max, counts, st);
+void column_tiles_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, int64_t cols,
+                                uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
+                                bool power_2, float epsilon, const float* next, int64_t next_bytes,
+                                BlockCastStats& st) {
+  columns::column_tiles<F32Avx2>(src, ld, rows, cols, dst, ldd, scale_inv, for_inf, power_2,
+                                 epsilon, next, next_bytes, st);
 }
 
 }  // namespace mantissa::kernels::fp8::detail
+
+#pragma GCC pop_options
