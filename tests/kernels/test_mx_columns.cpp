@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include <omp.h>
+
 #include "kernels/cpu/mx/mx_cast.h"
 #include "mantissa/core/bfloat16.h"
 #include "support/simd_levels.h"
@@ -329,6 +331,52 @@ TEST(MxColumns, ShortBandsAndColumnsGiveTheTransposedScalarBytesBf16) {
 TEST(MxColumns, ShortBandsAndColumnsGiveTheTransposedScalarBytesF32) {
   check_short_bands(kFloat32);
 }
+
+// A band whose FP8 codes reach the cast-wide threshold for storing them past the caches (8 MiB:
+// 4096 x 2048 on one thread): its codes, scales and statistics must still be the scalar level's,
+// with the columns the lanes leave (an inf, a NaN, nonzero elements below the normal codes of
+// their block: a step's codes in float32 lanes) among the streamed ones.
+void check_streamed_band(DType dtype) {
+  const int64_t rows = 4096, cols = 2048;
+  std::vector<uint16_t> x(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const auto h = static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>(i >> 9);
+    float v = static_cast<float>((h >> 8) & 0xFFFF) / 65536.0f - 0.5f;
+    if (h % 389 == 0) v *= 0x1p-13f;  // subnormal codes; some flushed
+    x[static_cast<size_t>(i)] = float_to_bf16_bits(v);
+  }
+  x[static_cast<size_t>(777 * cols + 100)] = 0x7F80;   // inf
+  x[static_cast<size_t>(2049 * cols + 301)] = 0xFFC1;  // NaN
+  const auto [xs, t] = source_and_transpose(x, rows, cols, dtype);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const size_t n = static_cast<size_t>(rows * cols), ns = n / kMxBlock;
+  for (const auto [e, rd] : {std::pair{Element::kE4m3, E8m0Rounding::kRceil},
+                             std::pair{Element::kE5m2, E8m0Rounding::kFloor}}) {
+    Aligned want(n), want_scales(ns), got(n), got_scales(ns);
+    MxCastStats want_stats, got_stats;
+    mx_quantize_columns(xs.data(), dtype, rows, cols, e, rd, want.p, want_scales.p,
+                        SimdLevel::kScalar, &want_stats);
+    EXPECT_GT(want_stats.flushed, 0);
+    for (const SimdLevel level : simd_levels_here()) {
+      std::memset(got.p, 0xAB, n);
+      mx_quantize_columns(xs.data(), dtype, rows, cols, e, rd, got.p, got_scales.p, level,
+                          &got_stats);
+      const std::string at = std::string(dtype.name()) + " element " +
+                             std::to_string(static_cast<int>(e)) + " at " + simd_level_name(level);
+      EXPECT_EQ(0, std::memcmp(got.p, want.p, n)) << at;
+      EXPECT_EQ(0, std::memcmp(got_scales.p, want_scales.p, ns)) << at;
+      EXPECT_TRUE(same_stats(got_stats, want_stats)) << at;
+    }
+  }
+  omp_set_num_threads(threads);
+}
+
+TEST(MxColumns, StreamedBandGivesTheScalarBytesAndStatisticsBf16) {
+  check_streamed_band(kBFloat16);
+}
+
+TEST(MxColumns, StreamedBandGivesTheScalarBytesAndStatisticsF32) { check_streamed_band(kFloat32); }
 
 }  // namespace
 }  // namespace mantissa::kernels::mx

@@ -4,9 +4,10 @@
 // magnitude as vertical maxima and minima of the magnitude bits row by row, then, from the chunk
 // in cache, each row's codes under its columns' constants, written in the source's layout. The
 // codes are cast on the source's bits (16-bit lanes for bfloat16, 32-bit for float32) under
-// power-of-2 multipliers, one a lane. A column whose block the lanes do not cast (an infinite or
-// NaN amax, a multiplier that is not a normal power of 2, a nonzero element below the normal
-// codes) is encoded again by the scalar body (encode_column_block_scalar).
+// power-of-2 multipliers, one a lane; a step of 32 columns holding a column with nonzero elements
+// below the normal codes in float32 lanes (subnormal codes too) as the row is cast. A column whose
+// block the lanes do not cast (an infinite or NaN amax, a multiplier that is not a normal power
+// of 2) is encoded again by the scalar body (encode_column_block_scalar).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -168,11 +169,54 @@ template <Element E, bool kStats, DType::Id kSrc>
   return B::template srai<kDrop>(B::add(B::add(a, lsb), round));
 }
 
+// 8 bfloat16 values (bits h) as float32.
+[[gnu::always_inline]] inline __m256 widen8(__m128i h) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// The FP8 codes of one step of 32 columns of a row in float32 lanes (x[q]: columns 8q..8q + 7)
+// under their multipliers mul[0..31], subnormal codes too (fp8_codes), in column order: the
+// codes of a step holding columns with nonzero elements below the normal codes, which the 16- or
+// 32-bit lanes do not give. With kStats, the columns of `counted` (bit j: column j) count their
+// saturated and flushed elements (mx_run_stats's counts) in sat and flush.
+template <Element E, bool kStats>
+[[gnu::always_inline]] inline __m256i step_codes_f32(const __m256* x, const float* mul,
+                                                     uint32_t counted, __m256i& sat,
+                                                     __m256i& flush) {
+  constexpr ElementLimits lim = element_limits(E);
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  __m256i c[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m256 y = _mm256_mul_ps(x[q], _mm256_loadu_ps(mul + 8 * q));
+    c[q] = E == Element::kE4m3 ? fp8_codes<3, 7>(clamp8(y, lim.max))
+                               : fp8_codes<2, 15>(clamp8(y, lim.max));
+    if constexpr (kStats) {
+      const __m256i keep = _mm256_cmpeq_epi32(
+          _mm256_and_si256(_mm256_set1_epi32(static_cast<int>((counted >> (8 * q)) & 0xFFu)),
+                           lane_bit),
+          lane_bit);
+      const __m256i over =
+          _mm256_castps_si256(_mm256_cmp_ps(abs8(y), _mm256_set1_ps(lim.max), _CMP_GT_OQ));
+      const __m256i zero_code = _mm256_cmpeq_epi32(_mm256_and_si256(c[q], _mm256_set1_epi32(0x7F)),
+                                                   _mm256_setzero_si256());
+      const __m256i nonzero =
+          _mm256_castps_si256(_mm256_cmp_ps(x[q], _mm256_setzero_ps(), _CMP_NEQ_OQ));
+      sat = _mm256_sub_epi32(sat, _mm256_and_si256(keep, over));
+      flush = _mm256_sub_epi32(flush, _mm256_and_si256(keep, _mm256_and_si256(zero_code, nonzero)));
+    }
+  }
+  // packus keeps the codes (each <= 0xFF); dwords [0-3, 8-11, 16-19, 24-27 | 4-7, ..] before the
+  // permute.
+  const __m256i bytes =
+      _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
 // A bfloat16 band's FP8 codes: chunks of `width` columns (a multiple of 32) from column c0.
 template <Element E, E8m0Rounding R, bool kStats>
 void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t width,
                     uint8_t* codes, int64_t code_row, uint8_t* scale_row, MxStatsRun* runs,
-                    int64_t& saturated, Ahead ahead, bool stream) {
+                    int64_t& saturated, int64_t& flushed, Ahead ahead, bool stream) {
   using L = Bf16Lanes<E>;
   constexpr int64_t kMax = kChunkBytes / (kMxBlock * 2) / 16;
   alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax];
@@ -190,12 +234,14 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
       lowest[g] = _mm256_min_epu16(lowest[g], _mm256_add_epi16(a, _mm256_set1_epi16(-1)));
     }
   }
-  // The columns' scales and lane constants; the columns the lanes do not cast (bit j of
-  // fallback[g]) get sat_above 0x7FFF (their statistics are the scalar body's).
-  alignas(32) uint32_t fallback[kMax];
+  // The columns' scales and lane constants. The columns the lanes do not cast (bit j of
+  // fallback[g]: the scalar body's; of low[g]: nonzero elements below the normal codes, encoded
+  // again in float32 lanes) get sat_above 0x7FFF (their statistics are counted there).
+  alignas(32) uint32_t fallback[kMax], low[kMax];
+  alignas(32) float muls[kMax * 16];
   for (int64_t g = 0; g < groups; ++g) {
     alignas(32) uint32_t bits[16];
-    alignas(32) float mul[16];
+    float* mul = muls + 16 * g;
     _mm256_store_si256(
         reinterpret_cast<__m256i*>(bits),
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(amax[g])), 16));
@@ -213,20 +259,21 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
         _mm256_setzero_si256());
     const auto fine_bits =
         static_cast<unsigned>(_mm256_movemask_epi8(_mm256_packs_epi16(fine, fine)));
-    fb |= ~((fine_bits & 0xFFu) | ((fine_bits >> 8) & 0xFF00u)) & 0xFFFFu;
+    low[g] = ~((fine_bits & 0xFFu) | ((fine_bits >> 8) & 0xFF00u)) & 0xFFFFu & ~fb;
     fallback[g] = fb;
-    if (fb) {
+    if (fb | low[g]) {
       alignas(32) uint16_t lanes[16];
       _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sat_above[g]);
       for (int j = 0; j < 16; ++j)
-        if ((fb >> j) & 1u) lanes[j] = 0x7FFF;
+        if (((fb | low[g]) >> j) & 1u) lanes[j] = 0x7FFF;
       sat_above[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
     }
     if constexpr (kStats)
       record_columns<E, DType::Id::bf16>(runs + c0 + 16 * g, bits, s, mul, 16, fb);
   }
-  // Pass 2: each row's codes, two groups (32 columns, 32 bytes) a step.
-  __m256i sat = _mm256_setzero_si256();
+  // Pass 2: each row's codes, two groups (32 columns, 32 bytes) a step; a step with columns of
+  // low[] in float32 lanes.
+  __m256i sat = _mm256_setzero_si256(), sat32 = sat, flush32 = sat;
   for (int k = 0; k < n; ++k) {
     const uint16_t* row = src + k * ld + c0;
     uint8_t* out = codes + k * code_row + c0;
@@ -241,7 +288,14 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
       // negative ones to 0), capped at the element's largest.
       const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
       const __m256i c = _mm256_min_epu8(_mm256_packus_epi16(x0, x1), _mm256_set1_epi8(L::kMaxCode));
-      store_codes(out + 16 * g, _mm256_permute4x64_epi64(_mm256_or_si256(c, sign), 0xD8), stream);
+      __m256i bytes = _mm256_permute4x64_epi64(_mm256_or_si256(c, sign), 0xD8);
+      if (const uint32_t l = low[g] | (low[g + 1] << 16)) [[unlikely]] {
+        const __m256 x[4] = {
+            widen8(_mm256_castsi256_si128(h0)), widen8(_mm256_extracti128_si256(h0, 1)),
+            widen8(_mm256_castsi256_si128(h1)), widen8(_mm256_extracti128_si256(h1, 1))};
+        bytes = step_codes_f32<E, kStats>(x, muls + 16 * g, l, sat32, flush32);
+      }
+      store_codes(out + 16 * g, bytes, stream);
     }
     // A lane counts at most 32 rows of 64 groups: within 16 bits.
     if constexpr (kStats)
@@ -250,25 +304,31 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
         sat = _mm256_setzero_si256();
       }
   }
+  if constexpr (kStats) {
+    saturated += lane_sum(sat32);
+    flushed += lane_sum(flush32);
+  }
   // The streamed codes reach memory before the scalar body's stores overwrite some of them.
   bool fenced = !stream;
-  for (int64_t g = 0; g < groups; ++g)
+  for (int64_t g = 0; g < groups; ++g) {
+    if (!fallback[g]) continue;
+    if (!fenced) {
+      _mm_sfence();
+      fenced = true;
+    }
     for (unsigned f = fallback[g]; f; f &= f - 1) {
-      if (!fenced) {
-        _mm_sfence();
-        fenced = true;
-      }
       const int64_t c = c0 + 16 * g + __builtin_ctz(f);
       encode_column_block_scalar(src, DType{DType::Id::bf16}, ld, n, c, E, R, codes, code_row,
                                  scale_row + c, kStats ? runs + c : nullptr);
     }
+  }
 }
 
 // A float32 band's FP8 codes: chunks of `width` columns (a multiple of 32) from column c0.
 template <Element E, E8m0Rounding R, bool kStats>
 void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t width, uint8_t* codes,
                    int64_t code_row, uint8_t* scale_row, MxStatsRun* runs, int64_t& saturated,
-                   Ahead ahead, bool stream) {
+                   int64_t& flushed, Ahead ahead, bool stream) {
   using L = Bf16Lanes<E>;
   constexpr int64_t kMax = kChunkBytes / (kMxBlock * 4) / 8;
   alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax];
@@ -287,10 +347,13 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
       lowest[g] = _mm256_min_epu32(lowest[g], _mm256_add_epi32(a, _mm256_set1_epi32(-1)));
     }
   }
-  alignas(32) uint32_t fallback[kMax];
+  // The columns the lanes do not cast: bit j of fallback[g] the scalar body's, of low[g] those
+  // with nonzero elements below the normal codes, encoded again in float32 lanes.
+  alignas(32) uint32_t fallback[kMax], low[kMax];
+  alignas(32) float muls[kMax * 8];
   for (int64_t g = 0; g < groups; ++g) {
     alignas(32) uint32_t bits[8];
-    alignas(32) float mul[8];
+    float* mul = muls + 8 * g;
     _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[g]);
     uint8_t* s = scale_row + c0 + 8 * g;
     scales8<E, R>(amax[g], s, mul);
@@ -300,14 +363,14 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
     const __m256i floor = _mm256_sub_epi32(from, _mm256_set1_epi32(1));
     const __m256i fine =
         _mm256_andnot_si256(bad, _mm256_cmpeq_epi32(_mm256_max_epu32(lowest[g], floor), lowest[g]));
-    const unsigned fb =
-        ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(fine))) & 0xFFu;
+    const unsigned fb = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad)));
+    low[g] = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(fine))) & 0xFFu & ~fb;
     sat_above[g] = _mm256_blendv_epi8(_mm256_set1_epi32(0x7FFFFFFF), sat_above[g], fine);
     fallback[g] = fb;
     if constexpr (kStats) record_columns<E, DType::Id::f32>(runs + c0 + 8 * g, bits, s, mul, 8, fb);
   }
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  __m256i sat = _mm256_setzero_si256();
+  __m256i sat = _mm256_setzero_si256(), sat32 = sat, flush32 = sat;
   for (int k = 0; k < n; ++k) {
     const float* row = src + k * ld + c0;
     uint8_t* out = codes + k * code_row + c0;
@@ -328,22 +391,35 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
       const __m256i sign =
           _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
       const __m256i bytes = _mm256_or_si256(codes8, _mm256_and_si256(sign, _mm256_set1_epi8(-128)));
-      store_codes(out + 8 * g, _mm256_permutevar8x32_epi32(bytes, order), stream);
+      __m256i ordered = _mm256_permutevar8x32_epi32(bytes, order);
+      // A step with columns of low[] in float32 lanes.
+      if (const uint32_t l = low[g] | (low[g + 1] << 8) | (low[g + 2] << 16) | (low[g + 3] << 24))
+          [[unlikely]] {
+        const __m256 x[4] = {_mm256_castsi256_ps(v[0]), _mm256_castsi256_ps(v[1]),
+                             _mm256_castsi256_ps(v[2]), _mm256_castsi256_ps(v[3])};
+        ordered = step_codes_f32<E, kStats>(x, muls + 8 * g, l, sat32, flush32);
+      }
+      store_codes(out + 8 * g, ordered, stream);
     }
   }
-  if constexpr (kStats) saturated -= lane_sum(sat);
+  if constexpr (kStats) {
+    saturated += lane_sum(sat32) - lane_sum(sat);
+    flushed += lane_sum(flush32);
+  }
   // The streamed codes reach memory before the scalar body's stores overwrite some of them.
   bool fenced = !stream;
-  for (int64_t g = 0; g < groups; ++g)
+  for (int64_t g = 0; g < groups; ++g) {
+    if (!fallback[g]) continue;
+    if (!fenced) {
+      _mm_sfence();
+      fenced = true;
+    }
     for (unsigned f = fallback[g]; f; f &= f - 1) {
-      if (!fenced) {
-        _mm_sfence();
-        fenced = true;
-      }
       const int64_t c = c0 + 8 * g + __builtin_ctz(f);
       encode_column_block_scalar(src, DType{DType::Id::f32}, ld, n, c, E, R, codes, code_row,
                                  scale_row + c, kStats ? runs + c : nullptr);
     }
+  }
 }
 
 // encode_column_band for one FP8 element and rounding.
@@ -356,11 +432,11 @@ void columns_as(const void* src, DType dtype, int64_t rows, int64_t cols, uint8_
           if constexpr (kSrc == DType::Id::bf16)
             fp8_chunk_bf16<E, R, kStats>(static_cast<const uint16_t*>(k.band), k.ld, k.n, k.c0,
                                          k.width, k.codes, k.code_row, k.scale_row, k.runs,
-                                         *k.saturated, k.ahead, k.stream);
+                                         *k.saturated, *k.flushed, k.ahead, k.stream);
           else
             fp8_chunk_f32<E, R, kStats>(static_cast<const float*>(k.band), k.ld, k.n, k.c0, k.width,
                                         k.codes, k.code_row, k.scale_row, k.runs, *k.saturated,
-                                        k.ahead, k.stream);
+                                        *k.flushed, k.ahead, k.stream);
         });
   });
 }
