@@ -31,6 +31,37 @@ namespace {
 using namespace scalar;
 using namespace avx2_lanes;
 
+// The amax bits (float32 bits, NaN above 0x7F800000) of a chunk's columns c0 + 8g..c0 + 8g + 7
+// in amax[g], over its n rows; bfloat16 as maxima of 16 columns' magnitude bits in 16-bit lanes
+// (groups even), widened once. With kFetch, a line of the next chunk is fetched a 64 bytes.
+template <DType::Id kSrc, bool kFetch>
+[[gnu::always_inline]] inline void column_amax(const void* src, int64_t ld, int n, int64_t c0,
+                                               int64_t groups, __m256i* amax, Ahead& ahead) {
+  if constexpr (kSrc == DType::Id::bf16) {
+    const auto* p = static_cast<const uint16_t*>(src) + c0;
+    for (int64_t h = 0; h < groups / 2; ++h) amax[h] = _mm256_setzero_si256();
+    for (int k = 0; k < n; ++k)
+      for (int64_t h = 0; h < groups / 2; ++h) {
+        if (kFetch && (h & 1) == 0) ahead.next();
+        amax[h] = _mm256_max_epi16(
+            amax[h], _mm256_and_si256(load16_bits(p + k * ld + 16 * h), _mm256_set1_epi16(0x7FFF)));
+      }
+    for (int64_t h = groups / 2 - 1; h >= 0; --h) {
+      const __m256i m = amax[h];
+      amax[2 * h + 1] =
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1)), 16);
+      amax[2 * h] = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16);
+    }
+  } else {
+    for (int64_t g = 0; g < groups; ++g) amax[g] = _mm256_setzero_si256();
+    for (int k = 0; k < n; ++k)
+      for (int64_t g = 0; g < groups; ++g) {
+        if (kFetch && (g & 3) == 0) ahead.next();
+        amax[g] = _mm256_max_epi32(amax[g], abs_bits8<kSrc>(src, k * ld + c0 + 8 * g));
+      }
+  }
+}
+
 // A band's E2M1 codes in float32 lanes (encode_block's arithmetic with a multiplier a lane):
 // chunks of `width` columns (a multiple of 32) from column c0. A rceil column whose amax is NaN
 // (a NaN multiplier) goes to the scalar body.
@@ -45,10 +76,7 @@ void e2m1_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t width, u
   alignas(32) __m256i amax[kMax];
   alignas(32) float mul[kMax * 8];
   const int64_t groups = width / 8;
-  for (int64_t g = 0; g < groups; ++g) amax[g] = _mm256_setzero_si256();
-  for (int k = 0; k < n; ++k)
-    for (int64_t g = 0; g < groups; ++g)
-      amax[g] = _mm256_max_epi32(amax[g], abs_bits8<kSrc>(src, k * ld + c0 + 8 * g));
+  column_amax<kSrc, false>(src, ld, n, c0, groups, amax, ahead);
   alignas(32) uint32_t fallback[kMax];
   for (int64_t g = 0; g < groups; ++g) {
     alignas(32) uint32_t bits[8];
@@ -171,12 +199,7 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
   // Per 8 columns: amax bits (32-bit lanes), the offsets, and `fast`, the table's columns.
   alignas(32) __m256i amax[kMax], off[kMax], fast[kMax];
   const int64_t groups = width / 8;
-  for (int64_t g = 0; g < groups; ++g) amax[g] = _mm256_setzero_si256();
-  for (int k = 0; k < n; ++k)
-    for (int64_t g = 0; g < groups; ++g) {
-      if ((g & 3) == 0) ahead.next();
-      amax[g] = _mm256_max_epi32(amax[g], abs_bits8<kSrc>(src, k * ld + c0 + 8 * g));
-    }
+  column_amax<kSrc, true>(src, ld, n, c0, groups, amax, ahead);
   alignas(32) uint32_t fallback[kMax];
   for (int64_t g = 0; g < groups; ++g) {
     alignas(32) uint32_t bits[8];
