@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
@@ -32,34 +33,45 @@ using namespace scalar;
 using namespace avx2_lanes;
 
 // The amax bits (float32 bits, NaN above 0x7F800000) of a chunk's columns c0 + 8g..c0 + 8g + 7
-// in amax[g], over its n rows; bfloat16 as maxima of 16 columns' magnitude bits in 16-bit lanes
-// (groups even), widened once. With kFetch, a line of the next chunk is fetched a 64 bytes.
+// in amax[g], over its n rows, four vectors of columns at a time in registers; bfloat16 as
+// maxima of 16 columns' magnitude bits in 16-bit lanes (groups a multiple of 8), widened once.
+// With kFetch, a line of the next chunk is fetched a 64 bytes read.
 template <DType::Id kSrc, bool kFetch>
 [[gnu::always_inline]] inline void column_amax(const void* src, int64_t ld, int n, int64_t c0,
                                                int64_t groups, __m256i* amax, Ahead& ahead) {
-  if constexpr (kSrc == DType::Id::bf16) {
-    const auto* p = static_cast<const uint16_t*>(src) + c0;
-    for (int64_t h = 0; h < groups / 2; ++h) amax[h] = _mm256_setzero_si256();
-    for (int k = 0; k < n; ++k)
-      for (int64_t h = 0; h < groups / 2; ++h) {
-        if (kFetch && (h & 1) == 0) ahead.next();
-        amax[h] = _mm256_max_epi16(
-            amax[h], _mm256_and_si256(load16_bits(p + k * ld + 16 * h), _mm256_set1_epi16(0x7FFF)));
+  constexpr bool kBf16 = kSrc == DType::Id::bf16;
+  using T = std::conditional_t<kBf16, uint16_t, float>;
+  constexpr int kLanes = 32 / sizeof(T);
+  const T* p = static_cast<const T*>(src) + c0;
+  const __m256i mag = kBf16 ? _mm256_set1_epi16(0x7FFF) : _mm256_set1_epi32(0x7FFFFFFF);
+  const int64_t vectors = kBf16 ? groups / 2 : groups;
+  for (int64_t v0 = 0; v0 < vectors; v0 += 4) {
+    __m256i m[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) m[j] = _mm256_setzero_si256();
+    for (int k = 0; k < n; ++k) {
+      if constexpr (kFetch) {
+        ahead.next();
+        ahead.next();
       }
-    for (int64_t h = groups / 2 - 1; h >= 0; --h) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m256i a = _mm256_and_si256(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k * ld + kLanes * (v0 + j))),
+            mag);
+        m[j] = kBf16 ? _mm256_max_epi16(m[j], a) : _mm256_max_epi32(m[j], a);
+      }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) amax[v0 + j] = m[j];
+  }
+  if constexpr (kBf16)
+    for (int64_t h = vectors - 1; h >= 0; --h) {
       const __m256i m = amax[h];
       amax[2 * h + 1] =
           _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1)), 16);
       amax[2 * h] = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16);
     }
-  } else {
-    for (int64_t g = 0; g < groups; ++g) amax[g] = _mm256_setzero_si256();
-    for (int k = 0; k < n; ++k)
-      for (int64_t g = 0; g < groups; ++g) {
-        if (kFetch && (g & 3) == 0) ahead.next();
-        amax[g] = _mm256_max_epi32(amax[g], abs_bits8<kSrc>(src, k * ld + c0 + 8 * g));
-      }
-  }
 }
 
 // A band's E2M1 codes in float32 lanes (encode_block's arithmetic with a multiplier a lane):

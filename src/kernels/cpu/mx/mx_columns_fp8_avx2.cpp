@@ -143,6 +143,12 @@ struct BitLanes {
   [[gnu::always_inline]] static __m256i cmpgt(__m256i a, __m256i b) {
     return k16 ? _mm256_cmpgt_epi16(a, b) : _mm256_cmpgt_epi32(a, b);
   }
+  [[gnu::always_inline]] static __m256i max(__m256i a, __m256i b) {
+    return k16 ? _mm256_max_epi16(a, b) : _mm256_max_epi32(a, b);
+  }
+  [[gnu::always_inline]] static __m256i min_u(__m256i a, __m256i b) {
+    return k16 ? _mm256_min_epu16(a, b) : _mm256_min_epu32(a, b);
+  }
   template <int kN>
   [[gnu::always_inline]] static __m256i srli(__m256i a) {
     return k16 ? _mm256_srli_epi16(a, kN) : _mm256_srli_epi32(a, kN);
@@ -152,6 +158,47 @@ struct BitLanes {
     return k16 ? _mm256_srai_epi16(a, kN) : _mm256_srai_epi32(a, kN);
   }
 };
+
+// Pass 1 over kB vectors of columns from p down n rows (ld elements apart), the running values
+// in registers: the columns' largest magnitude bits (amax) and least |x| - 1 (lowest; all ones
+// for a zero).
+template <DType::Id kSrc, int kB, class T>
+[[gnu::always_inline]] inline void extremes_of(const T* p, int64_t ld, int n, __m256i* amax,
+                                               __m256i* lowest) {
+  using B = BitLanes<kSrc>;
+  constexpr int kLanes = 32 / sizeof(T);
+  __m256i m[kB], l[kB];
+#pragma GCC unroll 4
+  for (int j = 0; j < kB; ++j) {
+    m[j] = _mm256_setzero_si256();
+    l[j] = _mm256_set1_epi32(-1);
+  }
+  for (int k = 0; k < n; ++k)
+#pragma GCC unroll 4
+    for (int j = 0; j < kB; ++j) {
+      const __m256i a = _mm256_and_si256(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + k * ld + kLanes * j)),
+          B::set1(B::kMag));
+      m[j] = B::max(m[j], a);
+      l[j] = B::min_u(l[j], B::add(a, B::set1(-1)));
+    }
+#pragma GCC unroll 4
+  for (int j = 0; j < kB; ++j) {
+    amax[j] = m[j];
+    lowest[j] = l[j];
+  }
+}
+
+// Pass 1 of a chunk: amax[g] and lowest[g] of its `groups` vectors of columns from p (an even
+// count), four at a time.
+template <DType::Id kSrc, class T>
+inline void column_extremes(const T* p, int64_t ld, int n, int64_t groups, __m256i* amax,
+                            __m256i* lowest) {
+  int64_t g = 0;
+  for (; g + 4 <= groups; g += 4)
+    extremes_of<kSrc, 4>(p + g * (32 / sizeof(T)), ld, n, amax + g, lowest + g);
+  if (g < groups) extremes_of<kSrc, 2>(p + g * (32 / sizeof(T)), ld, n, amax + g, lowest + g);
+}
 
 // The FP8 magnitude codes of a vector of source bits x (16 bfloat16 or 8 float32 values) under
 // their lanes' constants (column_constants16 or column_constants32), before the element's largest
@@ -221,19 +268,8 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
   constexpr int64_t kMax = kChunkBytes / (kMxBlock * 2) / 16;
   alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax];
   const int64_t groups = width / 16;
-  for (int64_t g = 0; g < groups; ++g) {
-    amax[g] = _mm256_setzero_si256();
-    lowest[g] = _mm256_set1_epi16(-1);
-  }
   // Pass 1: the columns' largest magnitude bits and least |x| - 1 (0xFFFF for a zero).
-  for (int k = 0; k < n; ++k) {
-    const uint16_t* row = src + k * ld + c0;
-    for (int64_t g = 0; g < groups; ++g) {
-      const __m256i a = _mm256_and_si256(load16_bits(row + 16 * g), _mm256_set1_epi16(0x7FFF));
-      amax[g] = _mm256_max_epi16(amax[g], a);
-      lowest[g] = _mm256_min_epu16(lowest[g], _mm256_add_epi16(a, _mm256_set1_epi16(-1)));
-    }
-  }
+  column_extremes<DType::Id::bf16>(src + c0, ld, n, groups, amax, lowest);
   // The columns' scales and lane constants. The columns the lanes do not cast (bit j of
   // fallback[g]: the scalar body's; of low[g]: nonzero elements below the normal codes, encoded
   // again in float32 lanes) get sat_above 0x7FFF (their statistics are counted there).
@@ -333,20 +369,7 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
   constexpr int64_t kMax = kChunkBytes / (kMxBlock * 4) / 8;
   alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax];
   const int64_t groups = width / 8;
-  for (int64_t g = 0; g < groups; ++g) {
-    amax[g] = _mm256_setzero_si256();
-    lowest[g] = _mm256_set1_epi32(-1);
-  }
-  for (int k = 0; k < n; ++k) {
-    const float* row = src + k * ld + c0;
-    for (int64_t g = 0; g < groups; ++g) {
-      const __m256i a =
-          _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 8 * g)),
-                           _mm256_set1_epi32(0x7FFFFFFF));
-      amax[g] = _mm256_max_epi32(amax[g], a);
-      lowest[g] = _mm256_min_epu32(lowest[g], _mm256_add_epi32(a, _mm256_set1_epi32(-1)));
-    }
-  }
+  column_extremes<DType::Id::f32>(src + c0, ld, n, groups, amax, lowest);
   // The columns the lanes do not cast: bit j of fallback[g] the scalar body's, of low[g] those
   // with nonzero elements below the normal codes, encoded again in float32 lanes.
   alignas(32) uint32_t fallback[kMax], low[kMax];
