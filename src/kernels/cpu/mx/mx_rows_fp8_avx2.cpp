@@ -63,8 +63,10 @@ template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat>
 }
 
 // The cast on its bits of a block the group's preparation passed (add, above: its lanes of
-// Fp8Group), its 32 codes stored at out (streamed past the caches with kStream).
-template <Element E, DType::Id kSrc, bool kSat, bool kStream>
+// Fp8Group), its 32 codes stored at out (streamed past the caches with kStream). kClamp lowers
+// codes above the element's largest to it; under rceil no product exceeds the element max (the
+// scale is the power of 2 at or above amax / max), so no code does and the cast leaves it out.
+template <Element E, DType::Id kSrc, bool kSat, bool kStream, bool kClamp>
 [[gnu::always_inline]] inline void fp8_block(const void* src, int64_t j, uint8_t* out,
                                              int32_t add_bits, int32_t above_bits,
                                              const Fp8Table<E, kSrc>& t, __m256i& sat) {
@@ -88,7 +90,8 @@ template <Element E, DType::Id kSrc, bool kSat, bool kStream>
       sat = _mm256_add_epi16(
           sat, _mm256_add_epi16(_mm256_cmpgt_epi16(a0, above), _mm256_cmpgt_epi16(a1, above)));
     }
-    const __m256i codes = _mm256_min_epu8(_mm256_packus_epi16(code(a0), code(a1)), t.max_code8);
+    const __m256i packed = _mm256_packus_epi16(code(a0), code(a1));
+    const __m256i codes = kClamp ? _mm256_min_epu8(packed, t.max_code8) : packed;
     const __m256i signs = _mm256_and_si256(_mm256_packs_epi16(h0, h1), t.sign8);
     bytes = _mm256_permute4x64_epi64(_mm256_or_si256(codes, signs), 0xD8);
   } else {
@@ -112,10 +115,9 @@ template <Element E, DType::Id kSrc, bool kSat, bool kStream>
     }
     // packs keeps the order [0-3 8-11 | 4-7 12-15] of each pair; the byte packs then
     // [0-3 8-11 16-19 24-27 | 4-7 12-15 20-23 28-31], whose dwords the permute puts in order.
-    const __m256i codes =
-        _mm256_min_epu8(_mm256_packus_epi16(_mm256_packs_epi32(code(a0), code(a1)),
-                                            _mm256_packs_epi32(code(a2), code(a3))),
-                        t.max_code8);
+    const __m256i packed = _mm256_packus_epi16(_mm256_packs_epi32(code(a0), code(a1)),
+                                               _mm256_packs_epi32(code(a2), code(a3)));
+    const __m256i codes = kClamp ? _mm256_min_epu8(packed, t.max_code8) : packed;
     const __m256i signs = _mm256_and_si256(
         _mm256_packs_epi16(_mm256_packs_epi32(x0, x1), _mm256_packs_epi32(x2, x3)), t.sign8);
     bytes = _mm256_permutevar8x32_epi32(_mm256_or_si256(codes, signs), t.dword_order);
@@ -138,6 +140,7 @@ int64_t encode_fp8_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
   constexpr int64_t kGroup = 8 * kMxBlock;
   constexpr bool kSat = kStats && R == E8m0Rounding::kFloor;
   constexpr bool kHalf = kSrc == DType::Id::bf16;
+  constexpr bool kClamp = R == E8m0Rounding::kFloor;
   const int64_t groups = n / kGroup;
   if (groups == 0) return 0;
   Fp8Table<E, kSrc> t;
@@ -157,7 +160,8 @@ int64_t encode_fp8_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
 #pragma GCC unroll 8
       for (int b = 0; b < 8; ++b) {
         const int64_t j = i + b * kMxBlock;
-        fp8_block<E, kSrc, kSat, kStream>(src, j, codes + j, g.add[b], g.sat_above[b], t, sat);
+        fp8_block<E, kSrc, kSat, kStream, kClamp>(src, j, codes + j, g.add[b], g.sat_above[b], t,
+                                                  sat);
       }
       if constexpr (kStats) record_group(st->run, g.amax, g.mul, peak);
     } else {
@@ -167,7 +171,8 @@ int64_t encode_fp8_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
       for (int b = 0; b < 8; ++b) {
         const int64_t j = i + b * kMxBlock;
         if (!((g.slow >> b) & 1u)) {
-          fp8_block<E, kSrc, kSat, kStream>(src, j, codes + j, g.add[b], g.sat_above[b], t, sat);
+          fp8_block<E, kSrc, kSat, kStream, kClamp>(src, j, codes + j, g.add[b], g.sat_above[b], t,
+                                                    sat);
         } else if (R == E8m0Rounding::kRceil && s[b] == kE8m0Nan) {  // NaN multiplier
           encode_scalar<E, R, kSrc>(src, j, kMxBlock, codes, scales, st);
           continue;

@@ -97,8 +97,9 @@ template <Element E, bool kSat>
 }
 
 // Blocks b and b + 1 of group g from element j cast on their bits, their 64 codes stored at out;
-// their lanes that need another body set in `bad`.
-template <Element E, bool kSat>
+// their lanes that need another body set in `bad`. kClamp as the AVX2 body's fp8_block takes it
+// (under rceil no code exceeds the element's largest).
+template <Element E, bool kSat, bool kClamp>
 [[gnu::always_inline]] inline void fp8_pair(const uint16_t* src, int64_t j, uint8_t* out,
                                             const Fp8Group512& g, int b, const Fp8Lanes512<E>& w,
                                             __m512i& sat, uint64_t& bad) {
@@ -113,8 +114,8 @@ template <Element E, bool kSat>
   const __m512i codes = _mm512_packus_epi16(code(h0, b), code(h1, b + 1));
   const __m512i signs = _mm512_packs_epi16(h0, h1);
   // codes (below the element's largest) | the signs' 0x80.
-  const __m512i bytes =
-      _mm512_ternarylogic_epi32(_mm512_min_epu8(codes, w.max_code8), signs, w.sign8, 0xF8);
+  const __m512i bytes = _mm512_ternarylogic_epi32(
+      kClamp ? _mm512_min_epu8(codes, w.max_code8) : codes, signs, w.sign8, 0xF8);
   _mm512_storeu_si512(out, _mm512_permutexvar_epi64(w.order, bytes));
 }
 
@@ -160,7 +161,7 @@ MxStatsRun encode_fp8_rows(const uint16_t* src, int64_t n, uint8_t* codes, uint8
 #pragma GCC unroll 4
         for (int b = 0; b < 8; b += 2) {
           const int64_t j = i + b * kMxBlock;
-          fp8_pair<E, kSat>(src, j, codes + j, g, b, w, group_sat, bad);
+          fp8_pair<E, kSat, R == E8m0Rounding::kFloor>(src, j, codes + j, g, b, w, group_sat, bad);
         }
         if (bad == 0) {
           if constexpr (kSat) sat = _mm512_add_epi16(sat, group_sat);
