@@ -123,8 +123,8 @@ inline void column_tiles(const typename L::Src* src, int64_t ld, int64_t rows, i
 #pragma GCC unroll 2
       for (int64_t b = kItem * c; b < kItem * (c + 32); b += 64)
         if (b < ahead) _mm_prefetch(line + b, _MM_HINT_T1);
-      again[n] = static_cast<int32_t>(c);
-      n += fast[c / 32] && L::codes32(p + c, rebias + c, d + c) ? 0 : 1;
+      if (!(fast[c / 32] && L::codes32(p + c, rebias + c, d + c))) [[unlikely]]
+        again[n++] = static_cast<int32_t>(c);
     }
     for (int i = 0; i < n; ++i)
       L::codes32_f32(p + again[i], scale_of + again[i], d + again[i], counts);
