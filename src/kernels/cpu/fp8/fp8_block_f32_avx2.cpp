@@ -354,16 +354,7 @@ struct F32Avx2 {
   }
   [[gnu::always_inline]] static void codes32_f32(const float* p, const float* scale_of, uint8_t* d,
                                                  LaneCounts& counts) {
-    const __m256 max = _mm256_set1_ps(kE4m3Max);
-    __m256i code[4];
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      const __m256 x = _mm256_loadu_ps(p + 8 * q);
-      code[q] = counted_codes<3, 7, 0x7e>(x, _mm256_mul_ps(x, _mm256_load_ps(scale_of + 8 * q)),
-                                          max, counts);
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
-                        pack32_bytes(code[0], code[1], code[2], code[3]));
+    column_codes32_f32_lanes(p, scale_of, d, counts);
   }
   [[gnu::always_inline]] static void finish(const Acc& acc, const LaneCounts& counts,
                                             float amax_max, double top_max, BlockCastStats& st) {

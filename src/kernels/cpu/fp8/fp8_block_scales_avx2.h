@@ -1,12 +1,12 @@
 #pragma once
-// Internal: what the block recipe's two AVX2 files (fp8_block_avx2.cpp for bfloat16,
-// fp8_block_f32_avx2.cpp for float32) share. The scales of eight tiles at once in float32 lanes
-// (block_scale, block_scale_inverse, block_peak's numerator and lanes_of's test), for the
-// transposed casts, which find 16 columns' maxima together and would otherwise take each column's
-// scale through a scalar chain of two divisions; a tile's peak folded into the running maximum;
-// the transposed casts' store of 16 columns' codes and their statistics' end; the group casts'
-// loads ahead of their prefetches. Carries its target
-// and is always inlined, so only the AVX2 files that call it compile it.
+// Internal: what the block recipe's AVX2 files (fp8_block_avx2.cpp for bfloat16,
+// fp8_block_f32_avx2.cpp for float32) and the column walk (fp8_block_columns.h) share. The scales
+// of eight tiles at once in float32 lanes (block_scale, block_scale_inverse, block_peak's
+// numerator and lanes_of's test), for the column casts, which find 32 columns' maxima together
+// and would otherwise take each column's scale through a scalar chain of two divisions; a tile's
+// peak folded into the running maximum; the float32 column casts' rare step and the column
+// casts' statistics' end; the group casts' loads ahead of their prefetches. Carries its target
+// and is always inlined, so only the files that call it compile it.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -88,24 +88,24 @@ inline void touch_pages(const void* p, int64_t bytes) {
   for (int64_t b = 0; b < bytes; b += 4096) (void)*reinterpret_cast<const volatile char*>(c + b);
 }
 
-// 16 columns' codes, built in out (one 32-byte aligned run of `len` codes a column), into column
-// c + j of dst at (c + j) * dst_step, past the caches where stream says the runs are aligned.
-__attribute__((target("avx2"), always_inline)) inline void store_columns16(
-    const uint8_t* out, int len, uint8_t* dst, int64_t c, int64_t dst_step, bool stream) {
-  for (int j = 0; j < 16; ++j) {
-    uint8_t* d = dst + (c + j) * dst_step;
-    for (int v = 0; v < len / 32; ++v) {
-      const __m256i codes =
-          _mm256_load_si256(reinterpret_cast<const __m256i*>(out + j * len + 32 * v));
-      if (stream)
-        _mm256_stream_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
-      else
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * v), codes);
-    }
+// The codes of 32 float32 values at p into d through float32 lanes under each one's scale
+// (scale_of, 32 floats): satfinite_codes of f32(x * scale), the saturated and flushed elements
+// counted. The float32 column casts' rare step (fp8_block_columns.h).
+__attribute__((target("avx2"), always_inline)) inline void column_codes32_f32_lanes(
+    const float* p, const float* scale_of, uint8_t* d, LaneCounts& counts) {
+  const __m256 max = _mm256_set1_ps(Float8E4M3::kMax);
+  __m256i code[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m256 x = _mm256_loadu_ps(p + 8 * q);
+    code[q] = counted_codes<3, 7, 0x7e>(x, _mm256_mul_ps(x, _mm256_load_ps(scale_of + 8 * q)), max,
+                                        counts);
   }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
+                      pack32_bytes(code[0], code[1], code[2], code[3]));
 }
 
-// The end of a transposed cast: the lanes' amax and peak maxima, with the scalar ones of the
+// The end of a column cast: the lanes' amax and peak maxima, with the scalar ones of the
 // columns found again (a NaN's), and the counts into st.
 __attribute__((target("avx2"), always_inline)) inline void finish_columns(
     __m256 amax_acc, __m256d top_acc, float amax_max, double top_max, const LaneCounts& counts,
