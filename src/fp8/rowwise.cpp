@@ -149,17 +149,9 @@ RowwiseFp8 quantize_columns(const Tensor& x, DType fp8, bool power_2) {
   const bool bf16_lanes = f.dtype() == kBFloat16 && fp8 == kFloat8_e4m3fn && power_2 &&
                           kernels::fp8::rowwise_bf16_usable();
   const auto* bits = static_cast<const uint16_t*>(f.data_ptr());
-  Tensor codes = empty({rows, cols}, fp8);
-  auto* dst = static_cast<uint8_t*>(codes.data_ptr());
-  kernels::fp8::CastStats st;
-  // The bfloat16 one's amax pass and cast in one parallel region where no value is NaN.
-  bool cast = false;
-  const auto scales_of = [&](const float* amax, float* s, int64_t n) {
-    for (int64_t c = 0; c < n; ++c) s[c] = torchao_scale(amax[c], max, power_2);
-  };
-  if (!bf16_lanes ||
-      !kernels::fp8::quantize_columns_bf16_pow2(bits, dst, rows, cols, scales_of, amaxes.data(),
-                                                scales.data(), &st, &cast)) {
+  if (bf16_lanes && kernels::fp8::bf16_column_amax_without_nan(bits, rows, cols, amaxes.data())) {
+    for (size_t c = 0; c < amaxes.size(); ++c) scales[c] = torchao_scale(amaxes[c], max, power_2);
+  } else {
     std::vector<kernels::fp8::Amax> col(static_cast<size_t>(cols));
     kernels::fp8::column_amax(f.data_ptr(), f.dtype(), rows, cols, col.data());
     for (size_t c = 0; c < col.size(); ++c) {
@@ -167,15 +159,20 @@ RowwiseFp8 quantize_columns(const Tensor& x, DType fp8, bool power_2) {
       scales[c] = torchao_scale(amax_with_nan(col[c]), max, power_2);
     }
   }
-  RowwiseFp8 out = with_scales(codes, scales);
+  RowwiseFp8 out = with_scales(empty({rows, cols}, fp8), scales);
   out.transposed = true;
+  auto* dst = static_cast<uint8_t*>(out.codes.data_ptr());
+  kernels::fp8::CastStats st;
   // A float32 one takes those codes too, its values rounded to odd at bfloat16's width (a column
   // with a NaN, whose scale is NaN, sends it to the general cast).
   const bool f32_lanes = f.dtype() == kFloat32 && fp8 == kFloat8_e4m3fn && power_2 &&
                          kernels::fp8::rowwise_bf16_usable();
-  const bool fast = cast || (f32_lanes && kernels::fp8::cast_columns_f32_pow2(
-                                              static_cast<const float*>(f.data_ptr()), dst, rows,
-                                              cols, scales.data(), amaxes.data(), &st));
+  const bool fast = bf16_lanes ? kernels::fp8::cast_columns_bf16_pow2(
+                                     bits, dst, rows, cols, scales.data(), amaxes.data(), &st)
+                    : f32_lanes ? kernels::fp8::cast_columns_f32_pow2(
+                                      static_cast<const float*>(f.data_ptr()), dst, rows, cols,
+                                      scales.data(), amaxes.data(), &st)
+                                : false;
   if (!fast)
     st = kernels::fp8::scaled_cast_columns(f.data_ptr(), f.dtype(), dst, rows, cols, scales.data(),
                                            fp8);

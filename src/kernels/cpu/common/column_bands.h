@@ -33,13 +33,4 @@ void column_maxima_in_bands(int64_t rows, int64_t width, bool split, T* out, con
       out[i] = std::max(out[i], part[static_cast<size_t>(b * width + i)]);
 }
 
-// out[i] = the largest of parts[b * width + i] over b < bands, for i < width: the bands' maxima
-// merged.
-template <class T>
-void column_maxima_of_bands(const T* parts, int64_t bands, int64_t width, T* out) {
-  std::copy_n(parts, width, out);
-  for (int64_t b = 1; b < bands; ++b)
-    for (int64_t i = 0; i < width; ++i) out[i] = std::max(out[i], parts[b * width + i]);
-}
-
 }  // namespace mantissa::kernels

@@ -10,7 +10,6 @@
 // infinite amax, a scale that is not a normal power of two, amax * scale above 448); the caller
 // then takes the general kernels (fp8_cast.h).
 #include <cstdint>
-#include <functional>
 
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "mantissa/core/cpu_features.h"
@@ -38,25 +37,18 @@ bool f32_amax_without_nan(const float* src, int64_t n, float* amax);
 bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, float scale, float amax,
                    CastStats* stats, const float* next = nullptr, bool stream = false);
 
-// The scales of `cols` columns from their amaxes: scales[c] for amax[c]. It may be called on
-// several threads at once (each with its own arrays) and must give each the same scales.
-using ColumnScales = std::function<void(const float* amax, float* scales, int64_t cols)>;
+// column_amax() of a row-major [rows, cols] bfloat16 matrix into amax[cols]; false where a NaN
+// is among the values.
+bool bf16_column_amax_without_nan(const uint16_t* src, int64_t rows, int64_t cols, float* amax);
 
-// The columns' casts of a row-major [rows, cols] bfloat16 matrix with their amax pass, in one
-// parallel region: each thread takes the column maxima of its band of rows, and after one
-// barrier merges the bands' maxima, sets the scales and casts its rows. False where a NaN is among
-// the values (amax, scales and dst then undefined). Else amax[c] is column_amax()'s, scales as
-// scales_of sets them, and *cast says whether dst and stats hold scaled_cast_columns()'s codes to
-// E4M3 and counts (CastStats::amax: the largest amax[c]); it is false, dst and stats untouched,
-// where a scale is not a normal power of two or an amax times its scale is above 448.
-bool quantize_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t rows, int64_t cols,
-                                const ColumnScales& scales_of, float* amax, float* scales,
-                                CastStats* stats, bool* cast);
+// scaled_cast_columns() to E4M3 of a row-major [rows, cols] bfloat16 matrix, column c scaled by
+// scales[c], its max |x| amax[c]; the counts over the whole matrix (CastStats::amax: the largest
+// amax[c]). Rows are split over threads as scaled_cast_columns splits them.
+bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t rows, int64_t cols,
+                            const float* scales, const float* amax, CastStats* stats);
 
-// scaled_cast_columns() to E4M3 of a row-major [rows, cols] float32 matrix, column c scaled by
-// scales[c], its max |x| amax[c] (cast_f32_pow2's codes, 64 columns a step); the counts over the
-// whole matrix (CastStats::amax: the largest amax[c]). False, nothing written, where a scale is
-// not a normal power of two or above 2^120, or an amax times its scale is above 448.
+// cast_columns_bf16_pow2 of a float32 matrix (cast_f32_pow2's codes, 64 columns a step); also
+// false where a column's scale is above 2^120.
 bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t rows, int64_t cols,
                            const float* scales, const float* amax, CastStats* stats);
 

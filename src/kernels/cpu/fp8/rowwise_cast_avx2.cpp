@@ -330,6 +330,19 @@ MANTISSA_AVX2 void bf16_column_bits(const uint16_t* src, int64_t rows, int64_t c
 }
 }  // namespace
 
+bool bf16_column_amax_without_nan(const uint16_t* src, int64_t rows, int64_t cols, float* amax) {
+  std::vector<int16_t> best(static_cast<size_t>(cols), 0);
+  column_maxima_in_bands(rows, cols, rows * cols > kChunk, best.data(),
+                         [src, cols](int64_t r0, int64_t n, int16_t* m) {
+                           bf16_column_bits(src + r0 * cols, n, cols, m);
+                         });
+  for (int64_t c = 0; c < cols; ++c) {
+    if (best[c] > 0x7F80) return false;
+    amax[c] = bf16_value(best[c]);
+  }
+  return true;
+}
+
 namespace {
 // codes16_pow2_in_range of the 16 columns at `in` under their rebias `rb`; `below` gets nonzero
 // lanes where 0 < |h| < normal_from (nf1: normal_from - 1 of each column).
@@ -340,57 +353,44 @@ MANTISSA_AVX2 inline __m256i column_codes16(const uint16_t* in, const uint16_t* 
   *below = _mm256_or_si256(*below, _mm256_subs_epu16(load16(nf1), low));
   return c;
 }
+}  // namespace
 
-// The columns' lane constants (LaneScale's) of the first cols / 16 * 16 columns.
-struct ColumnLanes {
-  std::vector<int16_t> exponent_add, normal_from, rebias, normal_from_less_1;
-  int64_t vec_cols = 0, wide_cols = 0;
-  float largest = 0.0f;  // the largest amax
-};
-
-// false where a column's scale or amax fails lane_scale.
-bool column_lanes(const float* scales, const float* amax, int64_t cols, ColumnLanes* out) {
+MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t rows,
+                                          int64_t cols, const float* scales, const float* amax,
+                                          CastStats* stats) {
   const int64_t vec_cols = cols / 16 * 16;
-  const auto n = static_cast<size_t>(vec_cols);
-  out->exponent_add.resize(n);
-  out->normal_from.resize(n);
-  out->rebias.resize(n);
-  out->normal_from_less_1.resize(n);
+  std::vector<int16_t> exponent_add(static_cast<size_t>(vec_cols)),
+      normal_from(static_cast<size_t>(vec_cols)), rebias(static_cast<size_t>(vec_cols));
+  float largest = 0.0f;
   bool in_range = true;
   for (int64_t c = 0; c < cols; ++c) {
     LaneScale ls{};
     if (!lane_scale(scales[c], amax[c], &ls)) return false;
     if (c < vec_cols) {
-      const auto i = static_cast<size_t>(c);
-      out->exponent_add[i] = ls.exponent_add;
-      out->normal_from[i] = ls.normal_from;
-      out->rebias[i] = ls.rebias;
-      out->normal_from_less_1[i] = static_cast<int16_t>(ls.normal_from - 1);
+      exponent_add[static_cast<size_t>(c)] = ls.exponent_add;
+      normal_from[static_cast<size_t>(c)] = ls.normal_from;
+      rebias[static_cast<size_t>(c)] = ls.rebias;
       in_range = in_range && ls.in_range;
     }
-    out->largest = std::max(out->largest, amax[c]);
+    largest = std::max(largest, amax[c]);
   }
-  out->vec_cols = vec_cols;
   // 64 columns a step through codes16_pow2_in_range where every column's scale allows it.
-  out->wide_cols = in_range ? vec_cols / 64 * 64 : 0;
-  return true;
-}
-
-// scaled_cast_columns() to E4M3 of rows [r0, r1) of the matrix, with its counts; codes past the
-// caches where `stream` (each row whose codes start 32-byte aligned).
-MANTISSA_AVX2 Counts cast_column_rows(const uint16_t* src, uint8_t* dst, int64_t r0, int64_t r1,
-                                      int64_t cols, const float* scales, const ColumnLanes& l,
-                                      bool stream) {
-  const auto* ea = reinterpret_cast<const uint16_t*>(l.exponent_add.data());
-  const auto* nf = reinterpret_cast<const uint16_t*>(l.normal_from.data());
-  const auto* rb = reinterpret_cast<const uint16_t*>(l.rebias.data());
-  const auto* nf1 = reinterpret_cast<const uint16_t*>(l.normal_from_less_1.data());
-  const int64_t vec_cols = l.vec_cols, wide_cols = l.wide_cols;
-  Counts counts;
-  for (int64_t r = r0; r < r1; ++r) {
+  const int64_t wide_cols = in_range ? vec_cols / 64 * 64 : 0;
+  const bool stream = rows * cols >= kStreamCodesFrom;  // common/stream_codes.h
+  const auto* ea = reinterpret_cast<const uint16_t*>(exponent_add.data());
+  const auto* nf = reinterpret_cast<const uint16_t*>(normal_from.data());
+  const auto* rb = reinterpret_cast<const uint16_t*>(rebias.data());
+  std::vector<int16_t> normal_from_less_1(static_cast<size_t>(vec_cols));
+  for (size_t c = 0; c < normal_from.size(); ++c)
+    normal_from_less_1[c] = static_cast<int16_t>(normal_from[c] - 1);
+  const auto* nf1 = reinterpret_cast<const uint16_t*>(normal_from_less_1.data());
+  int64_t saturated = 0, flushed = 0;
+#pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > kChunk)
+  for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* in = src + r * cols;
     uint8_t* out = dst + r * cols;
     const bool streamed = stream && reinterpret_cast<uintptr_t>(out) % 32 == 0;
+    Counts counts;
     // The 16 codes of columns c.. by codes16_pow2, in float32 lanes where one is subnormal.
     const auto codes_at = [&](int64_t c) MANTISSA_AVX2 {
       const __m256i h = load16(in + c);
@@ -424,67 +424,13 @@ MANTISSA_AVX2 Counts cast_column_rows(const uint16_t* src, uint8_t* dst, int64_t
       counts.saturated += tail.saturated;
       counts.flushed += tail.flushed;
     }
+    saturated += counts.saturated;
+    flushed += counts.flushed;
   }
   if (stream) _mm_sfence();
-  return counts;
-}
-}  // namespace
-
-bool quantize_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t rows, int64_t cols,
-                                const ColumnScales& scales_of, float* amax, float* scales,
-                                CastStats* stats, bool* cast) {
-  // One band of rows a thread (rows split over threads above kChunk values, as
-  // scaled_cast_columns splits them): its maxima, one barrier, then each thread merges the bands'
-  // maxima and sets the scales itself (the same values on every thread: no second barrier to
-  // hand them out; the first thread's are the ones returned) and casts its band.
-  const int threads = rows * cols > kChunk && !omp_in_parallel()
-                          ? static_cast<int>(std::min<int64_t>(omp_get_max_threads(), rows))
-                          : 1;
-  std::vector<int16_t> bits(static_cast<size_t>(threads * cols), 0);
-  bool nan = false, lanes_ok = false;
-  float largest = 0.0f;
-  const bool stream = rows * cols >= kStreamCodesFrom;  // common/stream_codes.h
-  int64_t saturated = 0, flushed = 0;
-#pragma omp parallel num_threads(threads) if (threads > 1) reduction(+ : saturated, flushed)
-  {
-    const int t = omp_get_thread_num(), n = omp_get_num_threads();
-    const int64_t begin = rows * t / n, end = rows * (t + 1) / n;
-    bf16_column_bits(src + begin * cols, end - begin, cols, bits.data() + t * cols);
-#pragma omp barrier
-    std::vector<int16_t> best(static_cast<size_t>(cols));
-    std::vector<float> own(t == 0 ? 0 : static_cast<size_t>(2 * cols));
-    float* a = t == 0 ? amax : own.data();
-    float* sc = t == 0 ? scales : own.data() + cols;
-    column_maxima_of_bands(bits.data(), n, cols, best.data());
-    bool has_nan = false;
-    for (int64_t c = 0; c < cols && !has_nan; ++c) {
-      has_nan = best[static_cast<size_t>(c)] > 0x7F80;
-      a[c] = bf16_value(best[static_cast<size_t>(c)]);
-    }
-    ColumnLanes lanes;
-    bool ok = false;
-    if (!has_nan) {
-      scales_of(a, sc, cols);
-      ok = column_lanes(sc, a, cols, &lanes);
-    }
-    if (ok) {
-      const Counts counts = cast_column_rows(src, dst, begin, end, cols, sc, lanes, stream);
-      saturated += counts.saturated;
-      flushed += counts.flushed;
-    }
-    if (t == 0) {
-      nan = has_nan;
-      lanes_ok = ok;
-      largest = lanes.largest;
-    }
-  }
-  if (nan) return false;
-  *cast = lanes_ok;
-  if (lanes_ok) {
-    stats->amax = largest;
-    stats->saturated = saturated;
-    stats->flushed = flushed;
-  }
+  stats->amax = largest;
+  stats->saturated = saturated;
+  stats->flushed = flushed;
   return true;
 }
 
