@@ -163,9 +163,11 @@ int main(int argc, char** argv) {
   fp8::Recipe current;
   current.kind = fp8::RecipeKind::kCurrent;
 
-  std::vector<uint8_t> from(static_cast<size_t>(6 * kN)), to(from.size());
-  std::memset(from.data(), 1, from.size());
-  std::memset(to.data(), 0, to.size());
+  // memcpy's buffers come from the tensors' allocator, so they lie on the same kind of pages.
+  const Tensor from_t = full({6 * kN}, 1.0, kUInt8);
+  const Tensor to_t = zeros({6 * kN}, kUInt8);
+  const auto* from = static_cast<const uint8_t*>(from_t.data_ptr());
+  auto* to = static_cast<uint8_t*>(to_t.data_ptr());
 
   std::printf("simd level %s, %d threads, %d rounds, source %lld x %lld, %s time\n",
               simd_level_name(simd_level()), omp_get_max_threads(), rounds,
@@ -176,7 +178,7 @@ int main(int argc, char** argv) {
     for (const Cast& c : casts_of(*x, state, current)) {
       if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
       const auto half = static_cast<int64_t>(c.bytes / 2);
-      const std::function<void()> copy = [&] { parallel_copy(from.data(), to.data(), half); };
+      const std::function<void()> copy = [&] { parallel_copy(from, to, half); };
       c.run();  // warm: the allocator's cache, the threads
       copy();
       std::vector<double> cast_s, copy_s, ratio;

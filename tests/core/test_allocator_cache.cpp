@@ -1,9 +1,14 @@
 // The caching allocator: large freed blocks are reused, memory_allocated() keeps counting only
 // what tensors hold, empty_cache() and a zero limit give memory back, the env value parses, and
-// concurrent allocation keeps the counters straight.
+// concurrent allocation keeps the counters straight, and blocks of 32 MiB and more lie on
+// transparent huge pages.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,6 +40,50 @@ TEST(AllocatorCache, FreedLargeBlockIsReusedForTheSameSizeClass) {
   EXPECT_EQ(q, p);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(q) % kAllocAlignment, 0u);
   free_bytes(q, kBig - 1000);
+}
+
+// The kernel's transparent huge page mode, or "" where the kernel has none.
+std::string thp_mode() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(f, line);
+  const auto open = line.find('['), close = line.find(']');
+  return open == std::string::npos || close == std::string::npos
+             ? std::string()
+             : line.substr(open + 1, close - open - 1);
+}
+
+// The "THPeligible" field of the mapping that holds `p` in /proc/self/smaps, or -1.
+int thp_eligible(const void* p) {
+  std::ifstream f("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(f, line);) {
+    uintptr_t begin = 0, end = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> begin >> dash >> end && dash == '-') {
+      inside = begin <= addr && addr < end;
+    } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+      return std::stoi(line.substr(12));
+    }
+  }
+  return -1;
+}
+
+TEST(AllocatorCache, LargeBlocksLieOnHugePagesAdvisedToTheKernel) {
+  if (std::getenv("MANTISSA_HUGE_PAGES") != nullptr) GTEST_SKIP() << "MANTISSA_HUGE_PAGES is set";
+  constexpr size_t kLarge = size_t{40} << 20;  // a size class of whole 2 MiB pages
+  void* p = allocate_bytes(kLarge);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (size_t{2} << 20), 0u);
+  std::memset(p, 1, kLarge);
+  const std::string mode = thp_mode();
+  if (mode == "madvise" || mode == "always") {
+    EXPECT_EQ(thp_eligible(p), 1) << "transparent_hugepage is " << mode;
+  }
+  free_bytes(p, kLarge);
+  if (mode != "madvise" && mode != "always")
+    GTEST_SKIP() << "alignment checked; the kernel's transparent huge pages are '" << mode << "'";
 }
 
 // Blocks of up to 512 bytes come from malloc, aligned by hand: every size and every one of
