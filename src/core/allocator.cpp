@@ -59,14 +59,14 @@ void free_small(void* ptr) {
   std::free(p - p[-1]);
 }
 
-// Blocks of 32 MiB and more are whole 2 MiB pages already (their size class rounds to a
-// sixteenth of a power of two), so they are placed on 2 MiB boundaries and advised as
-// transparent huge pages: no resident byte is added, and a streaming pass over the tensor is
-// not held up where the hardware prefetchers stop, at each 4 KiB page
-// (bench/results/2026-11-30-1710-mx-rows-round6.md: a cast 25 % faster on 2 MiB pages).
-// MANTISSA_HUGE_PAGES=0 turns it off; the kernel's transparent_hugepage setting still rules.
+// Blocks of 4 MiB and more start on a 2 MiB boundary, and their whole 2 MiB pages are advised
+// as transparent huge pages: a streaming pass over the tensor is not held up where the hardware
+// prefetchers stop, at each 4 KiB page (bench/results/2026-11-30-1710-mx-rows-round6.md; a
+// memcpy of 32 MiB at one thread goes from about 22 to 31 GB/s here). A block's tail short of a
+// whole 2 MiB page keeps small pages, so no resident byte is added. MANTISSA_HUGE_PAGES=0 turns
+// it off; the kernel's transparent_hugepage setting still rules.
 constexpr size_t kHugePageBytes = size_t{2} << 20;
-constexpr size_t kHugePageMinBytes = size_t{32} << 20;
+constexpr size_t kHugePageMinBytes = size_t{4} << 20;
 
 bool huge_pages_wanted() {
   static const bool wanted = [] {
@@ -77,10 +77,11 @@ bool huge_pages_wanted() {
 }
 
 void* allocate_large(size_t block) {
-  if (block < kHugePageMinBytes || block % kHugePageBytes != 0 || !huge_pages_wanted())
+  if (block < kHugePageMinBytes || !huge_pages_wanted())
     return std::aligned_alloc(kAllocAlignment, block);
   void* p = std::aligned_alloc(kHugePageBytes, block);
-  if (p != nullptr) ::madvise(p, block, MADV_HUGEPAGE);  // advice only: failure changes nothing
+  // Advice only: where the kernel declines, the block works on small pages.
+  if (p != nullptr) ::madvise(p, block / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
   return p;
 }
 

@@ -71,17 +71,25 @@ int thp_eligible(const void* p) {
   return -1;
 }
 
+// A 5 MiB block: its first two 2 MiB pages are advised as huge pages, its last 1 MiB is not,
+// so a tail short of a whole huge page never makes a 2 MiB page resident.
 TEST(AllocatorCache, LargeBlocksLieOnHugePagesAdvisedToTheKernel) {
   if (std::getenv("MANTISSA_HUGE_PAGES") != nullptr) GTEST_SKIP() << "MANTISSA_HUGE_PAGES is set";
-  constexpr size_t kLarge = size_t{40} << 20;  // a size class of whole 2 MiB pages
-  void* p = allocate_bytes(kLarge);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % (size_t{2} << 20), 0u);
-  std::memset(p, 1, kLarge);
-  const std::string mode = thp_mode();
-  if (mode == "madvise" || mode == "always") {
-    EXPECT_EQ(thp_eligible(p), 1) << "transparent_hugepage is " << mode;
+  constexpr size_t kHuge = size_t{2} << 20;
+  for (const size_t bytes : {size_t{5} << 20, size_t{40} << 20}) {
+    auto* p = static_cast<unsigned char*>(allocate_bytes(bytes));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % kHuge, 0u) << bytes;
+    std::memset(p, 1, bytes);
+    const std::string mode = thp_mode();
+    if (mode == "madvise" || mode == "always") {
+      EXPECT_EQ(thp_eligible(p), 1) << bytes << " bytes, transparent_hugepage " << mode;
+      if (mode == "madvise" && bytes % kHuge != 0) {
+        EXPECT_EQ(thp_eligible(p + bytes / kHuge * kHuge), 0) << "the tail of " << bytes;
+      }
+    }
+    free_bytes(p, bytes);
   }
-  free_bytes(p, kLarge);
+  const std::string mode = thp_mode();
   if (mode != "madvise" && mode != "always")
     GTEST_SKIP() << "alignment checked; the kernel's transparent huge pages are '" << mode << "'";
 }
