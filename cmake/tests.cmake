@@ -70,6 +70,11 @@ add_test(NAME portable.avx2_level_on_avx512_cpu COMMAND
 set_tests_properties(portable.avx2_level_on_avx512_cpu PROPERTIES
                      SKIP_RETURN_CODE 77
                      ENVIRONMENT "MANTISSA_DISABLE_SIMD=avx512f" TIMEOUT 600)
+# The allocator's huge pages switched off by the environment: large blocks are not advised.
+add_test(NAME allocator.huge_pages_off COMMAND mantissa_tests
+         --gtest_filter=AllocatorCache.LargeBlocksLieOnHugePagesAdvisedToTheKernel)
+set_tests_properties(allocator.huge_pages_off PROPERTIES ENVIRONMENT "MANTISSA_HUGE_PAGES=0"
+                     LABELS unit)
 # The AVX-512 level without VBMI (Skylake-X, Cascade Lake): the 8-bit optimizers' word-plane
 # decode, on a CPU with VBMI where the default dispatch takes the byte planes.
 add_test(NAME portable.avx512_without_vbmi COMMAND
