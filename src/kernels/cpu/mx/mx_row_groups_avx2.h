@@ -4,7 +4,7 @@
 // bfloat16 source's page ahead (fetch_page_ahead), and a row segment cast as whole groups by the
 // element's body and the rest block by block (encode_rows), with its statistics
 // (encode_rows_of); the AVX-512 FP8 rows take its records and fetch too. A file includes it
-// last, after mx_blocks_avx2.h.
+// last, after mx_blocks_avx2.h, and common/fetch_page_ahead.h before its ISA pragma.
 
 namespace mantissa::kernels::mx::detail {
 namespace {
@@ -32,17 +32,12 @@ inline void record_group(MxStatsRun& run, __m256i amax, const float* mul, __m256
   }
 }
 
-// A bfloat16 row cast's fetch, once a group of eight blocks (512 source bytes), of the source's
-// line 2 KiB past the group at element i: the hardware prefetchers stop at each 4 KiB page, so
-// without it the first lines of every page came on demand (a TLB walk and a memory latency each)
-// to the group's preparation, which the cast of the group before it then waited on; one fetch a
-// group primes the page ahead (16M elements, one thread: 15-25% less CPU time, the FP8 and E2M1
-// bodies alike; bench/results, MX rows round 6). A float32 source (1 KiB a group) measured no
-// faster with it.
+// The bfloat16 source's fetch a page ahead of the group at element i (common/fetch_page_ahead.h).
+// A float32 source (1 KiB a group) measured no faster with it.
 template <DType::Id kSrc>
 [[gnu::always_inline]] inline void fetch_page_ahead(const void* src, int64_t i) {
   if constexpr (kSrc == DType::Id::bf16)
-    _mm_prefetch(static_cast<const char*>(src) + 2 * i + 2048, _MM_HINT_T0);
+    kernels::fetch_page_ahead(static_cast<const uint16_t*>(src) + i);
 }
 
 // The largest lane of peak (non-negative, no NaN) into run.peak as record_block takes it.

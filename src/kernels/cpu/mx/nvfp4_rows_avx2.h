@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/common/fetch_page_ahead.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx2.h"
 #include "kernels/cpu/mx/nvfp4_lanes_avx2.h"
@@ -230,15 +231,6 @@ inline unsigned encode_group8(const void* src, const float* block_amax_in, float
   FloatGroup g;
   prepare_group8<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
   return encode_prepared8<kSr, kStats, kSrc>(src, g, keys, offset, row, col, codes, st);
-}
-
-// A row cast's fetch, once a group (512 or 1024 source bytes), of the source's line 2 KiB past
-// the group at x: the hardware prefetchers stop at each 4 KiB page, so without it the first lines
-// of every page come on demand (a TLB walk and a memory latency each) to the group's
-// preparation, which the cast of the group before it then waits on (as the MX rows do,
-// mx_row_groups_avx2.h).
-[[gnu::always_inline]] inline void fetch_page_ahead(const void* x) {
-  _mm_prefetch(static_cast<const char*>(x) + 2048, _MM_HINT_T0);
 }
 
 // The scalar body's cast of block b (len elements) of a segment, and with kStats its counts
