@@ -48,6 +48,10 @@ void add_trainer_loop_options(CLI::App& cmd,
   cmd.add_option("--log-every-n-steps", o.log_every_n_steps,
                  "Send the training loss to the loggers every N optimizer steps")
       ->capture_default_str();
+  cmd.add_option("--fp8-stats-every", o.fp8_stats_every,
+                 "transformer-engine: take the FP8 statistics every N optimizer steps (0: every "
+                 "--log-every-n-steps)")
+      ->capture_default_str();
   cmd.add_option("--profiler", o.profiler,
                  "simple: print where the time went (per Trainer action, hook and op family)");
   cmd.add_option("--early-stopping-monitor", o.early_stopping_monitor,

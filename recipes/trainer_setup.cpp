@@ -187,6 +187,10 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.enable_checkpointing = !o.checkpoint_dir.empty();
   t.seed = o.seed;
   t.log_every_n_steps = o.log_every_n_steps;
+  MANTISSA_CHECK(o.fp8_stats_every >= 0, "train",
+                 "--fp8-stats-every must be at least 1 optimizer step, or 0 to follow "
+                 "--log-every-n-steps; got {}",
+                 o.fp8_stats_every);
   t.profiler = train::make_profiler(o.profiler);  // checks the name
   t.fast_dev_run = o.fast_dev_run;
   t.check_val_every_n_epoch = o.check_val_every_n_epoch;
@@ -252,7 +256,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   if (!t.loggers.empty()) t.callbacks.push_back(std::make_shared<train::LearningRateMonitor>());
   // Always under FP8 (not only with a logger): the metrics JSON reports its last interval.
   if (!t.plugin && train::precision_traits(t.precision).fp8)
-    t.callbacks.push_back(std::make_shared<train::Fp8StatsMonitor>());
+    t.callbacks.push_back(std::make_shared<train::Fp8StatsMonitor>(o.fp8_stats_every));
   if (t.enable_progress_bar) t.callbacks.push_back(std::make_shared<train::ProgressBarCallback>());
   return t;
 }

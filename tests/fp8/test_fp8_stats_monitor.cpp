@@ -96,6 +96,40 @@ TEST(Fp8StatsMonitor, LogsEachIntervalsScaleSaturationAndFlushes) {
   EXPECT_TRUE(j["net.0"]["weight"].contains("flushed_fraction"));
 }
 
+// An interval of its own: every 2 optimizer steps while the Trainer logs every step, so the
+// statistics reach the loggers at steps 2 and 4 only (logged as 1 and 3), each over its 2 steps.
+TEST(Fp8StatsMonitor, TakesTheStatisticsEveryNStepsOfItsOwn) {
+  auto logger = std::make_shared<MemoryLogger>();
+  auto monitor = std::make_shared<Fp8StatsMonitor>(2);
+  TinyModule module;
+  TrainerOptions o = quiet_options("transformer-engine");
+  o.max_epochs = 2;  // 2 batches an epoch
+  o.max_steps = 4;
+  o.log_every_n_steps = 1;
+  o.loggers = {logger};
+  o.callbacks = {monitor};
+  Trainer trainer(o);
+  data::DataLoader loader(outlier_dataset(), 4);
+  trainer.fit(module, loader);
+  for (int64_t logged = 0; logged < 4; ++logged) {
+    ASSERT_TRUE(logger->values.count(logged)) << logged;  // the loss, every step
+    EXPECT_EQ(logger->values.at(logged).count("fp8/net.0/input/scale"), logged % 2 == 1 ? 1u : 0u)
+        << "logged step " << logged;
+  }
+  // Steps 1-2 cast the 1e4 batch once: 1 of the interval's 32 inputs saturated.
+  EXPECT_DOUBLE_EQ(logger->values.at(1).at("fp8/net.0/input/saturated_fraction"), 1.0 / 32);
+  EXPECT_EQ(monitor->last()->at("net.0").at("input").casts, 32);
+}
+
+TEST(Fp8StatsMonitor, RefusesANegativeInterval) {
+  try {
+    Fp8StatsMonitor monitor(-1);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--fp8-stats-every"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Fp8StatsMonitor, DoesNothingWithoutFp8Layers) {
   MonitoredRun run = fit_two_steps("bf16-mixed", /*with_validation=*/false);
   const auto& logger = run.logger;

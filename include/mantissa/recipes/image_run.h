@@ -79,6 +79,7 @@ struct TrainOptions {
   std::string logger;                      // "", "csv" or "tensorboard"
   std::string log_dir = "lightning_logs";  // loggers write <log_dir>/version_<N>
   int64_t log_every_n_steps = 50;          // how often step metrics reach the loggers
+  int64_t fp8_stats_every = 0;             // FP8 statistics' steps; 0: log_every_n_steps
   std::string profiler;                    // "" (none) or "simple": time per action/hook/op
   // Callbacks and smoke-test flags (docs/cli.md, "Stopping, checkpoints and smoke tests").
   std::string early_stopping_monitor;  // e.g. "val_loss"; empty: no early stopping

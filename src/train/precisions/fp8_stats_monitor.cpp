@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "mantissa/core/error.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::train {
@@ -56,6 +57,13 @@ void Fp8StatsMonitor::on_validation_end(Trainer& trainer, TrainModule&) {
   if (auto* te = fp8_plugin(trainer)) te->take_stats();
 }
 
+Fp8StatsMonitor::Fp8StatsMonitor(int64_t every_n_steps) : every_n_steps_(every_n_steps) {
+  MANTISSA_CHECK(every_n_steps >= 0, "Fp8StatsMonitor",
+                 "the FP8 statistics' interval (--fp8-stats-every) must be at least 1 optimizer "
+                 "step, or 0 to follow --log-every-n-steps; got {}",
+                 every_n_steps);
+}
+
 void Fp8StatsMonitor::on_train_start(Trainer& trainer, TrainModule&) {
   step_seen_ = trainer.global_step();  // a resumed run counts its intervals from there
   pending_.clear();
@@ -64,8 +72,8 @@ void Fp8StatsMonitor::on_train_start(Trainer& trainer, TrainModule&) {
 
 void Fp8StatsMonitor::on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&,
                                          const data::Example&, int64_t) {
-  // Every log_every_n_steps optimizer steps, as the Trainer sends its step metrics.
-  const int64_t n = trainer.options().log_every_n_steps;
+  // Every every_n_steps_ optimizer steps, by default as the Trainer sends its step metrics.
+  const int64_t n = every_n_steps_ > 0 ? every_n_steps_ : trainer.options().log_every_n_steps;
   const int64_t before = step_seen_;
   step_seen_ = trainer.global_step();
   if (step_seen_ / n == before / n) return;

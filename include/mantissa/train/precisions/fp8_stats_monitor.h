@@ -1,6 +1,7 @@
 #pragma once
 // Fp8StatsMonitor: what the FP8 casts of a "transformer-engine" run did, sent to the loggers
-// (docs/fp8.md, "Watching the scales"). Every log_every_n_steps optimizer steps it takes the
+// (docs/fp8.md, "Watching the scales"). Every every_n_steps optimizer steps (by default the
+// Trainer's log_every_n_steps; `--fp8-stats-every` in `mantissa train`) it takes the
 // plugin's per-layer statistics (TransformerEnginePrecision::take_stats) and logs, per FP8
 // layer and role (input, weight, grad_output), five scalars:
 //   fp8/<layer>/<role>/scale               the current scaling factor
@@ -23,6 +24,8 @@ namespace mantissa::train {
 
 class Fp8StatsMonitor : public Callback {
  public:
+  // every_n_steps 0 follows the Trainer's log_every_n_steps; a negative one is refused.
+  explicit Fp8StatsMonitor(int64_t every_n_steps = 0);
   std::string state_key() const override { return "Fp8StatsMonitor"; }
   void on_train_start(Trainer& trainer, TrainModule& module) override;
   void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
@@ -42,6 +45,7 @@ class Fp8StatsMonitor : public Callback {
  private:
   void record(Trainer& trainer, bool to_loggers);
 
+  int64_t every_n_steps_;  // 0: the Trainer's log_every_n_steps
   std::optional<Fp8Stats> last_;
   Fp8Stats pending_;       // training casts of the current interval taken before a validation
   int64_t step_seen_ = 0;  // the global step at the last batch end
