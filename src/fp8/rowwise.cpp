@@ -31,11 +31,6 @@ Tensor as_matrix(const Tensor& x, const char* what) {
   return x.detach().contiguous();
 }
 
-const char* row_ptr(const Tensor& x, int64_t r) {
-  return static_cast<const char*>(x.data_ptr()) +
-         r * x.size(1) * static_cast<int64_t>(x.dtype().itemsize());
-}
-
 // torch.amax's value (NaN when the values hold one) of an amax pass.
 float amax_with_nan(const kernels::fp8::Amax& a) {
   return a.nan ? std::numeric_limits<float>::quiet_NaN() : a.amax;
@@ -63,9 +58,11 @@ void set_scales(RowwiseFp8& out, const std::vector<float>& scales) {
   const auto n = static_cast<int64_t>(scales.size());
   out.scale = empty({n}, kFloat32);
   out.scale_inv = empty({n}, kFloat32);
+  float* scale = out.scale.data<float>();
+  float* scale_inv = out.scale_inv.data<float>();
   for (int64_t r = 0; r < n; ++r) {
-    out.scale.data<float>()[r] = scales[static_cast<size_t>(r)];
-    out.scale_inv.data<float>()[r] = 1.0f / scales[static_cast<size_t>(r)];
+    scale[r] = scales[static_cast<size_t>(r)];
+    scale_inv[r] = 1.0f / scales[static_cast<size_t>(r)];
   }
 }
 
@@ -106,28 +103,32 @@ RowwiseFp8 quantize_rows(const Tensor& x, DType fp8, bool power_2) {
   // Codes beyond what the caches hold (8 MiB, a quarter of the L3) are streamed past them.
   const bool stream = rows * cols >= (int64_t{8} << 20);
   int64_t saturated = 0, flushed = 0;
-  // Each row's amax, then its cast while the row is in cache.
+  const auto* base = static_cast<const char*>(f.data_ptr());
+  const int64_t row_bytes = cols * static_cast<int64_t>(f.dtype().itemsize());
+  // Each row's amax, then its cast while the row is in cache (the next row fetched meanwhile).
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
   for (int64_t r = 0; r < rows; ++r) {
     const auto i = static_cast<size_t>(r);
     kernels::fp8::CastStats st;
-    const auto* bits = static_cast<const uint16_t*>(static_cast<const void*>(row_ptr(f, r)));
-    const auto* values = reinterpret_cast<const float*>(row_ptr(f, r));
+    const char* row = base + r * row_bytes;
+    const char* next = r + 1 < rows ? row + row_bytes : nullptr;
+    const auto* bits = reinterpret_cast<const uint16_t*>(row);
+    const auto* values = reinterpret_cast<const float*>(row);
     if (f32_lanes && kernels::fp8::f32_amax_without_nan(values, cols, &amaxes[i])) {
       scales[i] = torchao_scale(amaxes[i], max, power_2);
       if (!kernels::fp8::cast_f32_pow2(values, dst + r * cols, cols, scales[i], amaxes[i], &st,
-                                       r + 1 < rows ? values + cols : nullptr, stream))
+                                       reinterpret_cast<const float*>(next), stream))
         st = kernels::fp8::scaled_cast(values, f.dtype(), dst + r * cols, cols, scales[i], fp8);
     } else if (bf16_lanes && kernels::fp8::bf16_amax_without_nan(bits, cols, &amaxes[i])) {
       scales[i] = torchao_scale(amaxes[i], max, power_2);
-      if (!kernels::fp8::cast_bf16_pow2(bits, dst + r * cols, cols, scales[i], amaxes[i], &st))
+      if (!kernels::fp8::cast_bf16_pow2(bits, dst + r * cols, cols, scales[i], amaxes[i], &st,
+                                        reinterpret_cast<const uint16_t*>(next), stream))
         st = kernels::fp8::scaled_cast(bits, f.dtype(), dst + r * cols, cols, scales[i], fp8);
     } else {
-      const kernels::fp8::Amax a = kernels::fp8::amax(row_ptr(f, r), f.dtype(), cols);
+      const kernels::fp8::Amax a = kernels::fp8::amax(row, f.dtype(), cols);
       amaxes[i] = a.amax;
       scales[i] = torchao_scale(amax_with_nan(a), max, power_2);
-      st =
-          kernels::fp8::scaled_cast(row_ptr(f, r), f.dtype(), dst + r * cols, cols, scales[i], fp8);
+      st = kernels::fp8::scaled_cast(row, f.dtype(), dst + r * cols, cols, scales[i], fp8);
     }
     saturated += st.saturated;
     flushed += st.flushed;

@@ -23,9 +23,11 @@ bool rowwise_bf16_usable(SimdLevel level = simd_level());
 bool bf16_amax_without_nan(const uint16_t* src, int64_t n, float* amax);
 
 // dst[i] = satfinite_rne_e4m3(f32(src[i] * scale)) with scaled_cast's saturated and flushed
-// counts (CastStats::amax set to `amax`); amax: max |src[i]|.
+// counts (CastStats::amax set to `amax`); amax: max |src[i]|. next: null, or the n values read
+// next (the next row), fetched into L1 while these are cast; stream: the codes bypass the caches
+// (where dst is 32-byte aligned).
 bool cast_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t n, float scale, float amax,
-                    CastStats* stats);
+                    CastStats* stats, const uint16_t* next = nullptr, bool stream = false);
 
 // max |x| over n float32 values (amax()'s value); false where a NaN is among them.
 bool f32_amax_without_nan(const float* src, int64_t n, float* amax);

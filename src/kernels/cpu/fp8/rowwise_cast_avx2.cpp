@@ -1,10 +1,11 @@
 // The rowwise recipes' bfloat16 casts under power-of-2 scales (rowwise_cast.h), on AVX2.
 //
 // The codes come sixteen a vector from 16-bit lanes (fp8_codes_avx2.h, codes16_pow2: the
-// exponent add and integer rounding that give scaled_cast's bits; a row's cast takes 64 values a
-// step through codes16_pow2_in_range, its fewer operations, under scales up to 2^120). A vector
-// holding a value whose code is subnormal or flushed is cast again in float32 lanes
-// (satfinite_codes).
+// exponent add and integer rounding that give scaled_cast's bits). Rows and columns take 64
+// values a step under scales up to 2^120 through magnitudes16 (codes16_pow2_in_range's rounding,
+// its constant folded into the rebias) with the signs packed in bytes (signed_bytes32), fewer
+// operations a vector. A vector holding a value whose code is subnormal or flushed is cast again
+// in float32 lanes (satfinite_codes).
 // amax * 2^e <= 448 keeps every code at most 0x7E, so nothing saturates.
 #include <immintrin.h>
 
@@ -135,6 +136,147 @@ MANTISSA_AVX2 int max_magnitude_bits(const uint16_t* src, int64_t n) {
 
 float bf16_value(int bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
+// The bits of 16 float32 values (two vectors) rounded to odd at bfloat16's width, as 16-bit lanes
+// holding values 0-3 8-11 | 4-7 12-15: the top half of each, its lowest bit set where the bottom
+// half is not 0. Rounding that to E4M3's three mantissa bits to nearest even gives the float32
+// value's rounding (eight bits, at least two more than three, keep every tie and every value
+// beside one apart), and a nonzero value never becomes 0.
+MANTISSA_AVX2 inline __m256i odd16(const float* p) {
+  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
+  // min_epu16 with 1 in each dword's low word and 0 in its high word: 1 where the low half is
+  // not 0.
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i t0 = _mm256_or_si256(_mm256_srli_epi32(x0, 16), _mm256_min_epu16(x0, one));
+  const __m256i t1 = _mm256_or_si256(_mm256_srli_epi32(x1, 16), _mm256_min_epu16(x1, one));
+  return _mm256_packus_epi32(t0, t1);
+}
+
+// The E4M3 code magnitudes (0x08-0x7E) of 16 bfloat16 magnitudes a (|h|) whose product by 2^e
+// (e <= 120) is normal, in 16-bit lanes: codes16_pow2_in_range's rounding with its constant
+// folded into the rebias where it can be. y = |h| - rebias + 7, subtracted with unsigned
+// saturation so that 0 stays 0 (kFolded: k = rebias - 7, at least 121 where e <= 119; else
+// k = rebias, and 7 added); rounding y - 7's four low bits to nearest even is (y + bit 4 of y) >>
+// 4, as bit 4 of y - 7 differs only where those bits round up either way.
+template <bool kFolded>
+MANTISSA_AVX2 inline __m256i magnitudes16(__m256i a, __m256i k) {
+  __m256i y = _mm256_subs_epu16(a, k);
+  if (!kFolded) y = _mm256_add_epi16(y, _mm256_set1_epi16(7));
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(y, 4), _mm256_set1_epi16(1));
+  return _mm256_srli_epi16(_mm256_add_epi16(y, odd), 4);
+}
+
+// magnitudes16 of bfloat16 bits h; low: as codes16_pow2_in_range's (the minimum of |h| - 1).
+template <bool kFolded>
+MANTISSA_AVX2 inline __m256i magnitudes16(__m256i h, __m256i k, __m256i* low) {
+  const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+  *low = _mm256_min_epu16(*low, _mm256_sub_epi16(a, _mm256_set1_epi16(1)));
+  return magnitudes16<kFolded>(a, k);
+}
+
+// magnitudes16 of bfloat16 bits h under per-column constants k; below gets nonzero lanes where
+// 0 < |h| < normal_from (nf1: normal_from - 1 of each column).
+template <bool kFolded>
+MANTISSA_AVX2 inline __m256i column_magnitudes16(__m256i h, __m256i k, __m256i nf1,
+                                                 __m256i* below) {
+  const __m256i a = _mm256_and_si256(h, _mm256_set1_epi16(0x7FFF));
+  *below =
+      _mm256_or_si256(*below, _mm256_subs_epu16(nf1, _mm256_sub_epi16(a, _mm256_set1_epi16(1))));
+  return magnitudes16<kFolded>(a, k);
+}
+
+// The 32 code bytes of magnitudes m0, m1 with the signs of their bfloat16 bits h0, h1, in
+// packus_epi16's order (each 128-bit lane: 8 of m0's, then 8 of m1's). packs_epi16's signed
+// saturation gives a byte with bit 7 set exactly where h is negative (no NaN, whose bits could
+// lie between -128 and -1).
+MANTISSA_AVX2 inline __m256i signed_bytes32(__m256i m0, __m256i m1, __m256i h0, __m256i h1) {
+  const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
+  return _mm256_or_si256(_mm256_packus_epi16(m0, m1), sign);
+}
+
+// The 16-bit lanes of 16 values: bfloat16's bits, or float32's rounded to odd (odd16's order).
+MANTISSA_AVX2 inline __m256i bits16(const uint16_t* p) { return load16(p); }
+MANTISSA_AVX2 inline __m256i bits16(const float* p) { return odd16(p); }
+
+// signed_bytes32's bytes of those lanes back in element order.
+MANTISSA_AVX2 inline __m256i in_order(__m256i b, const uint16_t*) {
+  return _mm256_permute4x64_epi64(b, 0xD8);
+}
+MANTISSA_AVX2 inline __m256i in_order(__m256i b, const float*) {
+  return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// 64 code bytes in element order.
+struct Bytes64 {
+  __m256i lo, hi;
+};
+
+// The 64-value steps of a row of bfloat16 or float32 values (T) under ls (ls.in_range): the
+// codes of each step from magnitudes16 (float32 values rounded to odd at bfloat16's width,
+// odd16), or from slow_step(p) where one of its values has a subnormal or flushed code; next:
+// null, or the row read next, fetched into L1 a step at a time; stream: the codes past the
+// caches (dst 32-byte aligned). Returns the values cast (a multiple of 64).
+template <typename T, bool kFolded, typename SlowStep>
+MANTISSA_AVX2 inline int64_t cast_steps64(const T* src, uint8_t* dst, int64_t n,
+                                          const LaneScale& ls, const T* next, bool stream,
+                                          const SlowStep& slow_step) {
+  const __m256i k = _mm256_set1_epi16(kFolded ? ls.rebias - 7 : ls.rebias);
+  const __m256i normal_from = _mm256_set1_epi16(ls.normal_from);
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const T* p = src + i;
+    if (next) {  // the next row's lines at this place
+      for (int l = 0; l < 64 * static_cast<int>(sizeof(T)); l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(next + i) + l, _MM_HINT_T0);
+    }
+    const __m256i h0 = bits16(p), h1 = bits16(p + 16), h2 = bits16(p + 32), h3 = bits16(p + 48);
+    __m256i low = _mm256_set1_epi16(-1);
+    const __m256i m0 = magnitudes16<kFolded>(h0, k, &low);
+    const __m256i m1 = magnitudes16<kFolded>(h1, k, &low);
+    const __m256i m2 = magnitudes16<kFolded>(h2, k, &low);
+    const __m256i m3 = magnitudes16<kFolded>(h3, k, &low);
+    Bytes64 b{in_order(signed_bytes32(m0, m1, h0, h1), p),
+              in_order(signed_bytes32(m2, m3, h2, h3), p)};
+    if (detail::any_below(low, normal_from)) [[unlikely]]
+      b = slow_step(p);
+    store64(dst + i, b.lo, b.hi, stream);
+  }
+  if (stream) _mm_sfence();
+  return i;
+}
+
+// cast_steps64, folded where ls allows it.
+template <typename T, typename SlowStep>
+MANTISSA_AVX2 inline int64_t cast_steps64(const T* src, uint8_t* dst, int64_t n,
+                                          const LaneScale& ls, const T* next, bool stream,
+                                          const SlowStep& slow_step) {
+  return ls.rebias > 0 ? cast_steps64<T, true>(src, dst, n, ls, next, stream, slow_step)
+                       : cast_steps64<T, false>(src, dst, n, ls, next, stream, slow_step);
+}
+
+// The 64-column steps of a row of a bfloat16 or float32 matrix (T), columns [0, wide_cols), under
+// each column's k (magnitudes16's) and normal_from - 1 (nf1), both in bits16's lane order: the
+// codes of each step from column_magnitudes16, or from slow_step(c) where one of its values has
+// a subnormal or flushed code; streamed: the codes past the caches (out 32-byte aligned).
+template <bool kFolded, typename T, typename SlowStep>
+MANTISSA_AVX2 inline void column_steps64(const T* in, uint8_t* out, int64_t wide_cols,
+                                         const uint16_t* k, const uint16_t* nf1, bool streamed,
+                                         const SlowStep& slow_step) {
+  for (int64_t c = 0; c < wide_cols; c += 64) {
+    __m256i below = _mm256_setzero_si256();
+    __m256i h[4], m[4];
+    for (int v = 0; v < 4; ++v) {
+      h[v] = bits16(in + c + 16 * v);
+      m[v] = column_magnitudes16<kFolded>(h[v], load16(k + c + 16 * v), load16(nf1 + c + 16 * v),
+                                          &below);
+    }
+    Bytes64 b{in_order(signed_bytes32(m[0], m[1], h[0], h[1]), in),
+              in_order(signed_bytes32(m[2], m[3], h[2], h[3]), in)};
+    if (!_mm256_testz_si256(below, below)) [[unlikely]]
+      b = slow_step(c);
+    store64(out + c, b.lo, b.hi, streamed);
+  }
+}
 }  // namespace
 
 bool rowwise_bf16_usable(SimdLevel level) {
@@ -149,7 +291,7 @@ bool bf16_amax_without_nan(const uint16_t* src, int64_t n, float* amax) {
 }
 
 MANTISSA_AVX2 bool cast_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t n, float scale,
-                                  float amax, CastStats* stats) {
+                                  float amax, CastStats* stats, const uint16_t* next, bool stream) {
   LaneScale ls{};
   if (!lane_scale(scale, amax, &ls)) return false;
   const __m256i exponent_add = _mm256_set1_epi16(ls.exponent_add);
@@ -157,29 +299,21 @@ MANTISSA_AVX2 bool cast_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t n, 
   const __m256 s = _mm256_set1_ps(scale);
   Counts counts;
   int64_t i = 0;
-  // 64 values a step in the fewer operations of codes16_pow2_in_range; a step holding a value
-  // whose code is subnormal or flushed is cast again as the 16-value steps below cast it.
+  // 64 values a step through magnitudes16; a step holding a value whose code is subnormal or
+  // flushed is cast again as the 16-value steps below cast it.
   if (ls.in_range) {
-    const __m256i rebias = _mm256_set1_epi16(ls.rebias);
-    for (; i + 64 <= n; i += 64) {
-      const uint16_t* p = src + i;
-      __m256i low = _mm256_set1_epi16(-1);
-      __m256i c0 = detail::codes16_pow2_in_range<3, 7>(load16(p), rebias, &low);
-      __m256i c1 = detail::codes16_pow2_in_range<3, 7>(load16(p + 16), rebias, &low);
-      __m256i c2 = detail::codes16_pow2_in_range<3, 7>(load16(p + 32), rebias, &low);
-      __m256i c3 = detail::codes16_pow2_in_range<3, 7>(load16(p + 48), rebias, &low);
-      if (detail::any_below(low, normal_from)) [[unlikely]] {
-        __m256i* c[4] = {&c0, &c1, &c2, &c3};
-        for (int v = 0; v < 4; ++v) {
-          const __m256i h = load16(p + 16 * v);
-          int slow = 0;
-          *c[v] = codes16(h, exponent_add, normal_from, &slow);
-          if (slow) *c[v] = exact16(h, s, s, counts);
-        }
+    stream = stream && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+    const auto slow_step = [&](const uint16_t* p) MANTISSA_AVX2 {
+      __m256i c[4];
+      for (int v = 0; v < 4; ++v) {
+        const __m256i h = load16(p + 16 * v);
+        int slow = 0;
+        c[v] = codes16(h, exponent_add, normal_from, &slow);
+        if (slow) c[v] = exact16(h, s, s, counts);
       }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), detail::pack32_bytes16(c0, c1));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i + 32), detail::pack32_bytes16(c2, c3));
-    }
+      return Bytes64{detail::pack32_bytes16(c[0], c[1]), detail::pack32_bytes16(c[2], c[3])};
+    };
+    i = cast_steps64(src, dst, n, ls, next, stream, slow_step);
   }
   for (; i + 16 <= n; i += 16) {
     const __m256i h = load16(src + i);
@@ -199,24 +333,6 @@ MANTISSA_AVX2 bool cast_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t n, 
   stats->flushed = counts.flushed;
   return true;
 }
-
-namespace {
-// The bits of 16 float32 values (two vectors) rounded to odd at bfloat16's width, as 16-bit lanes
-// holding values 0-3 8-11 | 4-7 12-15: the top half of each, its lowest bit set where the bottom
-// half is not 0. Rounding that to E4M3's three mantissa bits to nearest even gives the float32
-// value's rounding (eight bits, at least two more than three, keep every tie and every value
-// beside one apart), and a nonzero value never becomes 0.
-MANTISSA_AVX2 inline __m256i odd16(const float* p) {
-  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
-  // min_epu16 with 1 in each dword's low word and 0 in its high word: 1 where the low half is
-  // not 0.
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i t0 = _mm256_or_si256(_mm256_srli_epi32(x0, 16), _mm256_min_epu16(x0, one));
-  const __m256i t1 = _mm256_or_si256(_mm256_srli_epi32(x1, 16), _mm256_min_epu16(x1, one));
-  return _mm256_packus_epi32(t0, t1);
-}
-}  // namespace
 
 MANTISSA_AVX2 bool f32_amax_without_nan(const float* src, int64_t n, float* amax) {
   // The largest magnitude bits (a NaN's lie above infinity's), two vectors a step.
@@ -245,43 +361,16 @@ MANTISSA_AVX2 bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, floa
   stream = stream && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
   LaneScale ls{};
   if (!lane_scale(scale, amax, &ls) || !ls.in_range) return false;
-  const __m256i rebias = _mm256_set1_epi16(ls.rebias);
-  const __m256i normal_from = _mm256_set1_epi16(ls.normal_from);
   const __m256 s = _mm256_set1_ps(scale);
-  // odd16's order, packed to bytes by packus_epi16, back in element order.
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   Counts counts;
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    const float* p = src + i;
-    if (next) {  // the next row's four lines at this place, while this row is cast from L1
-      for (int l = 0; l < 4; ++l)
-        _mm_prefetch(reinterpret_cast<const char*>(next + i + 16 * l), _MM_HINT_T0);
-    }
-    __m256i low = _mm256_set1_epi16(-1);
-    const __m256i c0 = detail::codes16_pow2_in_range<3, 7>(odd16(p), rebias, &low);
-    const __m256i c1 = detail::codes16_pow2_in_range<3, 7>(odd16(p + 16), rebias, &low);
-    const __m256i c2 = detail::codes16_pow2_in_range<3, 7>(odd16(p + 32), rebias, &low);
-    const __m256i c3 = detail::codes16_pow2_in_range<3, 7>(odd16(p + 48), rebias, &low);
-    __m256i b0 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(c0, c1), order);
-    __m256i b1 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(c2, c3), order);
-    if (detail::any_below(low, normal_from)) [[unlikely]] {
-      // A subnormal or flushed code among them: the 64 in float32 lanes.
-      __m256i c[8];
-      for (int v = 0; v < 8; ++v) c[v] = exact8(_mm256_loadu_ps(p + 8 * v), s, counts);
-      b0 = detail::pack32_bytes(c[0], c[1], c[2], c[3]);
-      b1 = detail::pack32_bytes(c[4], c[5], c[6], c[7]);
-    }
-    auto* out = reinterpret_cast<__m256i*>(dst + i);
-    if (stream) {
-      _mm256_stream_si256(out, b0);
-      _mm256_stream_si256(out + 1, b1);
-    } else {
-      _mm256_storeu_si256(out, b0);
-      _mm256_storeu_si256(out + 1, b1);
-    }
-  }
-  if (stream) _mm_sfence();
+  // A subnormal or flushed code among a step's values: the 64 in float32 lanes.
+  const auto slow_step = [&](const float* p) MANTISSA_AVX2 {
+    __m256i c[8];
+    for (int v = 0; v < 8; ++v) c[v] = exact8(_mm256_loadu_ps(p + 8 * v), s, counts);
+    return Bytes64{detail::pack32_bytes(c[0], c[1], c[2], c[3]),
+                   detail::pack32_bytes(c[4], c[5], c[6], c[7])};
+  };
+  const int64_t i = cast_steps64(src, dst, n, ls, next, stream, slow_step);
   if (i < n) {
     const CastStats tail =
         detail::scaled_cast_avx2(src + i, kFloat32, dst + i, n - i, scale, kFloat8_e4m3fn);
@@ -343,18 +432,6 @@ bool bf16_column_amax_without_nan(const uint16_t* src, int64_t rows, int64_t col
   return true;
 }
 
-namespace {
-// codes16_pow2_in_range of the 16 columns at `in` under their rebias `rb`; `below` gets nonzero
-// lanes where 0 < |h| < normal_from (nf1: normal_from - 1 of each column).
-MANTISSA_AVX2 inline __m256i column_codes16(const uint16_t* in, const uint16_t* rb,
-                                            const uint16_t* nf1, __m256i* below) {
-  __m256i low = _mm256_set1_epi16(-1);
-  const __m256i c = detail::codes16_pow2_in_range<3, 7>(load16(in), load16(rb), &low);
-  *below = _mm256_or_si256(*below, _mm256_subs_epu16(load16(nf1), low));
-  return c;
-}
-}  // namespace
-
 MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t rows,
                                           int64_t cols, const float* scales, const float* amax,
                                           CastStats* stats) {
@@ -374,16 +451,20 @@ MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int
     }
     largest = std::max(largest, amax[c]);
   }
-  // 64 columns a step through codes16_pow2_in_range where every column's scale allows it.
+  // 64 columns a step through column_magnitudes16 where every column's scale allows it, its
+  // rounding constant folded into each column's k where every column allows that.
   const int64_t wide_cols = in_range ? vec_cols / 64 * 64 : 0;
+  const bool folded = std::all_of(rebias.begin(), rebias.end(), [](int16_t r) { return r > 0; });
   const bool stream = rows * cols >= kStreamCodesFrom;  // common/stream_codes.h
   const auto* ea = reinterpret_cast<const uint16_t*>(exponent_add.data());
   const auto* nf = reinterpret_cast<const uint16_t*>(normal_from.data());
-  const auto* rb = reinterpret_cast<const uint16_t*>(rebias.data());
-  std::vector<int16_t> normal_from_less_1(static_cast<size_t>(vec_cols));
-  for (size_t c = 0; c < normal_from.size(); ++c)
+  std::vector<int16_t> normal_from_less_1(static_cast<size_t>(vec_cols)), k(rebias);
+  for (size_t c = 0; c < normal_from.size(); ++c) {
     normal_from_less_1[c] = static_cast<int16_t>(normal_from[c] - 1);
+    if (folded) k[c] = static_cast<int16_t>(rebias[c] - 7);
+  }
   const auto* nf1 = reinterpret_cast<const uint16_t*>(normal_from_less_1.data());
+  const auto* kc = reinterpret_cast<const uint16_t*>(k.data());
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > kChunk)
   for (int64_t r = 0; r < rows; ++r) {
@@ -399,23 +480,15 @@ MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int
       return slow ? exact16(h, _mm256_loadu_ps(scales + c), _mm256_loadu_ps(scales + c + 8), counts)
                   : code;
     };
-    int64_t c = 0;
-    for (; c < wide_cols; c += 64) {
-      __m256i below = _mm256_setzero_si256();
-      __m256i c0 = column_codes16(in + c, rb + c, nf1 + c, &below);
-      __m256i c1 = column_codes16(in + c + 16, rb + c + 16, nf1 + c + 16, &below);
-      __m256i c2 = column_codes16(in + c + 32, rb + c + 32, nf1 + c + 32, &below);
-      __m256i c3 = column_codes16(in + c + 48, rb + c + 48, nf1 + c + 48, &below);
-      if (!_mm256_testz_si256(below, below)) [[unlikely]] {
-        c0 = codes_at(c);
-        c1 = codes_at(c + 16);
-        c2 = codes_at(c + 32);
-        c3 = codes_at(c + 48);
-      }
-      const __m256i b0 = detail::pack32_bytes16(c0, c1);
-      const __m256i b1 = detail::pack32_bytes16(c2, c3);
-      store64(out + c, b0, b1, streamed);
-    }
+    const auto slow_step = [&](int64_t c) MANTISSA_AVX2 {
+      return Bytes64{detail::pack32_bytes16(codes_at(c), codes_at(c + 16)),
+                     detail::pack32_bytes16(codes_at(c + 32), codes_at(c + 48))};
+    };
+    if (folded)
+      column_steps64<true>(in, out, wide_cols, kc, nf1, streamed, slow_step);
+    else
+      column_steps64<false>(in, out, wide_cols, kc, nf1, streamed, slow_step);
+    int64_t c = wide_cols;
     for (; c < vec_cols; c += 16) store16(out + c, codes_at(c));
     if (vec_cols < cols) {
       const CastStats tail =
@@ -437,7 +510,8 @@ MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int
 MANTISSA_AVX2 bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t rows, int64_t cols,
                                          const float* scales, const float* amax, CastStats* stats) {
   const int64_t wide_cols = cols / 64 * 64;
-  // Each column's rebias and normal_from - 1 in odd16's order of its 16 (0-3 8-11 4-7 12-15).
+  // Each column's k (magnitudes16's) and normal_from - 1 in odd16's order of its 16 (0-3 8-11
+  // 4-7 12-15).
   std::vector<int16_t> rebias(static_cast<size_t>(wide_cols)),
       normal_from_less_1(static_cast<size_t>(wide_cols));
   float largest = 0.0f;
@@ -451,10 +525,13 @@ MANTISSA_AVX2 bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t
     }
     largest = std::max(largest, amax[c]);
   }
+  const bool folded = std::all_of(rebias.begin(), rebias.end(), [](int16_t r) { return r > 0; });
+  std::vector<int16_t> k(rebias);
+  if (folded)
+    for (int16_t& v : k) v = static_cast<int16_t>(v - 7);
   const bool stream = rows * cols >= kStreamCodesFrom;
-  const auto* rb = reinterpret_cast<const uint16_t*>(rebias.data());
+  const auto* kc = reinterpret_cast<const uint16_t*>(k.data());
   const auto* nf1 = reinterpret_cast<const uint16_t*>(normal_from_less_1.data());
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (rows * cols > kChunk)
   for (int64_t r = 0; r < rows; ++r) {
@@ -462,28 +539,18 @@ MANTISSA_AVX2 bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t
     uint8_t* out = dst + r * cols;
     const bool streamed = stream && reinterpret_cast<uintptr_t>(out) % 32 == 0;
     Counts counts;
-    for (int64_t c = 0; c < wide_cols; c += 64) {
-      __m256i below = _mm256_setzero_si256();
-      __m256i cv[4];
-      for (int v = 0; v < 4; ++v) {
-        __m256i low = _mm256_set1_epi16(-1);
-        cv[v] = detail::codes16_pow2_in_range<3, 7>(odd16(in + c + 16 * v), load16(rb + c + 16 * v),
-                                                    &low);
-        below = _mm256_or_si256(below, _mm256_subs_epu16(load16(nf1 + c + 16 * v), low));
-      }
-      __m256i b0 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(cv[0], cv[1]), order);
-      __m256i b1 = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(cv[2], cv[3]), order);
-      if (!_mm256_testz_si256(below, below)) [[unlikely]] {
-        // A subnormal or flushed code among them: the 64 in float32 lanes.
-        __m256i e[8];
-        for (int v = 0; v < 8; ++v)
-          e[v] =
-              exact8(_mm256_loadu_ps(in + c + 8 * v), _mm256_loadu_ps(scales + c + 8 * v), counts);
-        b0 = detail::pack32_bytes(e[0], e[1], e[2], e[3]);
-        b1 = detail::pack32_bytes(e[4], e[5], e[6], e[7]);
-      }
-      store64(out + c, b0, b1, streamed);
-    }
+    // A subnormal or flushed code among them: the 64 in float32 lanes.
+    const auto slow_step = [&](int64_t c) MANTISSA_AVX2 {
+      __m256i e[8];
+      for (int v = 0; v < 8; ++v)
+        e[v] = exact8(_mm256_loadu_ps(in + c + 8 * v), _mm256_loadu_ps(scales + c + 8 * v), counts);
+      return Bytes64{detail::pack32_bytes(e[0], e[1], e[2], e[3]),
+                     detail::pack32_bytes(e[4], e[5], e[6], e[7])};
+    };
+    if (folded)
+      column_steps64<true>(in, out, wide_cols, kc, nf1, streamed, slow_step);
+    else
+      column_steps64<false>(in, out, wide_cols, kc, nf1, streamed, slow_step);
     if (wide_cols < cols) {
       const CastStats tail =
           detail::scaled_cast_each_avx2(in + wide_cols, kFloat32, out + wide_cols, cols - wide_cols,
