@@ -508,6 +508,88 @@ TEST(Fp8Rowwise, Float32PowerOfTwoCastIsTheScalarCast) {
                                                    col_amax.data(), &st));
 }
 
+// quantize_rows of bfloat16 and float32 matrices under power-of-2 scales (the 64-value steps of
+// rowwise_cast_avx2.cpp, streamed from 8 Mi values on, each row's successor fetched) against a
+// scalar amax and cast of each row: rows all +0 or -0, with +-448 (amax * scale exactly 448), a
+// subnormal amax, an infinite value, a NaN, the scales 2^119 to 2^121 around the folded
+// constant's limit, subnormal codes among normal ones, and widths that leave a tail of every
+// kind (16-value steps, scalar values).
+TEST(Fp8Rowwise, PowerOfTwoRowsOfEveryKindAreTheScalarCast) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> nd(0.0f, 2.0f);
+  const float kNan = std::numeric_limits<float>::quiet_NaN();
+  for (const int64_t cols : {1, 15, 63, 64, 100, 4096 + 37}) {
+    for (const DType dtype : {kBFloat16, kFloat32}) {
+      SCOPED_TRACE(fmt::format("{} columns of {}", cols, dtype.name()));
+      const int64_t rows = cols > 4096 ? 2100 : 40;  // 2100 rows: streamed codes
+      std::vector<float> v(static_cast<size_t>(rows * cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = v.data() + r * cols;
+        for (int64_t c = 0; c < cols; ++c) row[c] = nd(rng);
+        switch (r % 12) {
+          case 0:
+            std::fill_n(row, cols, 0.0f);
+            break;
+          case 1:
+            std::fill_n(row, cols, -0.0f);
+            break;
+          case 2:
+            row[cols / 2] = 448.0f, row[0] = -448.0f;
+            break;
+          case 3:
+            for (int64_t c = 0; c < cols; ++c) row[c] = std::ldexp(row[c], -130);
+            break;
+          case 4:
+            row[cols - 1] = -kInf;
+            break;
+          case 5:
+            row[cols / 3] = kNan;
+            break;
+          case 6:
+          case 7:
+          case 8:  // scales 2^119, 2^120, 2^121
+            for (int64_t c = 0; c < cols; ++c) row[c] = std::ldexp(row[c], -(r % 12) - 108);
+            break;
+          case 9:
+            for (int64_t c = 0; c < cols; c += 7) row[c] *= 1e-6f;
+            break;
+          default:
+            break;
+        }
+      }
+      const Tensor x = tensor(v, {rows, cols}).to(dtype);
+      const RowwiseFp8 q = quantize_rows(x, kFloat8_e4m3fn, true);
+      std::vector<float> xs(static_cast<size_t>(rows * cols));
+      const Tensor xf = x.to(kFloat32);
+      std::copy_n(xf.data<float>(), xs.size(), xs.begin());
+      std::vector<uint8_t> want(static_cast<size_t>(cols));
+      int64_t saturated = 0, flushed = 0;
+      const auto* got = static_cast<const uint8_t*>(q.codes.data_ptr());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = xs.data() + r * cols;
+        float amax = 0.0f;
+        bool nan = false;
+        for (int64_t c = 0; c < cols; ++c) {
+          nan = nan || std::isnan(row[c]);
+          if (!std::isnan(row[c])) amax = std::max(amax, std::fabs(row[c]));
+        }
+        const float scale = torchao_scale(nan ? kNan : amax, 448.0f, true);
+        ASSERT_EQ(std::bit_cast<uint32_t>(q.scale.data<float>()[r]), std::bit_cast<uint32_t>(scale))
+            << "row " << r;
+        const kernels::fp8::CastStats st = kernels::fp8::detail::scaled_cast_scalar(
+            row, kFloat32, want.data(), cols, scale, kFloat8_e4m3fn);
+        saturated += st.saturated;
+        flushed += st.flushed;
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(got[r * cols + c], want[static_cast<size_t>(c)]) << "row " << r << " col " << c;
+      }
+      EXPECT_EQ(q.counts.saturated, saturated);
+      EXPECT_EQ(q.counts.flushed, flushed);
+      EXPECT_GT(flushed, 0);
+    }
+  }
+}
+
 // quantize_rows and quantize_columns of a bfloat16 tensor (the 16-bit-lane casts where a row or
 // column allows them) equal those of its float32 copy (the general casts): codes, scales and
 // statistics, with rows of every kind side by side.
