@@ -1,13 +1,14 @@
-// The AVX-512 level's MX row casts (its own body for bfloat16 to FP8,
-// kernels/cpu/mx/mx_rows_fp8_avx512.cpp, and the AVX2 bodies it runs for float32 and E2M1) against
-// the scalar body, one segment at a time through the level's kernels
+// The AVX2 and AVX-512 levels' MX row casts (the AVX2 bodies, kernels/cpu/mx/mx_rows_*_avx2.cpp,
+// and the AVX-512 level's own body for bfloat16 to FP8, mx_rows_fp8_avx512.cpp, beside the AVX2
+// bodies it runs for float32 and E2M1) against the scalar body, one segment at a time through
+// each level's kernels
 // (plain, with statistics, and streamed with the codes on and off 32- and 64-byte boundaries):
 // every bfloat16 value (as bfloat16, and widened to float32 with several low halves) in blocks that
 // the vector body casts and in blocks it hands to the AVX2 body, groups of eight holding every kind
 // of edge block (all zero, infinity, NaN, a subnormal amax, values at and above the format's max, a
 // nonzero element below the normal codes), a segment's short last group and block, and a segment
-// long enough to move its saturation counts out of their lanes. Skipped where the CPU has no
-// AVX-512 level (F, BW, VL), or MANTISSA_DISABLE_SIMD caps it.
+// long enough to move its saturation counts out of their lanes. Each level the CPU has (and
+// MANTISSA_DISABLE_SIMD leaves); skipped where it has neither.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -46,16 +47,11 @@ bool same_runs(const MxStatsRun& a, const MxStatsRun& b) {
          a.flushed == b.flushed && std::memcmp(&a.peak, &b.peak, sizeof(double)) == 0;
 }
 
-// One segment of n elements (float32 or bfloat16 at src) through the AVX-512 level's kernels
-// against the scalar body's codes and scales and mx_run_stats's run of them. Returns the
-// scalar run.
-MxStatsRun expect_scalar_bytes(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r) {
-  SCOPED_TRACE(name_of(e, r, dtype) + ", " + std::to_string(n) + " elements");
+// One level's kernels on one segment against the scalar body's codes, scales and run.
+void expect_level_bytes(const detail::MxKernels& k, const void* src, DType dtype, int64_t n,
+                        Element e, E8m0Rounding r, const std::vector<uint8_t>& ref_c,
+                        const std::vector<uint8_t>& ref_s, const MxStatsRun& ref) {
   const int64_t nc = code_bytes(e, n), ns = (n + kMxBlock - 1) / kMxBlock;
-  std::vector<uint8_t> ref_c(nc), ref_s(ns);
-  detail::kScalarKernels.encode(src, dtype, n, e, r, ref_c.data(), ref_s.data());
-  const MxStatsRun ref = mx_run_stats(src, dtype, n, e, r, ref_c.data(), ref_s.data());
-  const detail::MxKernels& k = detail::kernels_for(SimdLevel::kAvx512);
   std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
   k.encode(src, dtype, n, e, r, c.data(), s.data());
   EXPECT_EQ(c, ref_c);
@@ -78,6 +74,28 @@ MxStatsRun expect_scalar_bytes(const void* src, DType dtype, int64_t n, Element 
       EXPECT_EQ(s, ref_s) << "streamed, skew " << skew;
     }
   }
+}
+
+// The levels with row bodies of their own that this CPU runs.
+std::vector<SimdLevel> row_levels() {
+  std::vector<SimdLevel> levels;
+  for (const SimdLevel l : {SimdLevel::kAvx2, SimdLevel::kAvx512})
+    if (simd_level() >= l) levels.push_back(l);
+  return levels;
+}
+
+// One segment of n elements (float32 or bfloat16 at src) through each level's kernels against
+// the scalar body's codes and scales and mx_run_stats's run of them. Returns the scalar run.
+MxStatsRun expect_scalar_bytes(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r) {
+  SCOPED_TRACE(name_of(e, r, dtype) + ", " + std::to_string(n) + " elements");
+  const int64_t nc = code_bytes(e, n), ns = (n + kMxBlock - 1) / kMxBlock;
+  std::vector<uint8_t> ref_c(nc), ref_s(ns);
+  detail::kScalarKernels.encode(src, dtype, n, e, r, ref_c.data(), ref_s.data());
+  const MxStatsRun ref = mx_run_stats(src, dtype, n, e, r, ref_c.data(), ref_s.data());
+  for (const SimdLevel level : row_levels()) {
+    SCOPED_TRACE(level == SimdLevel::kAvx512 ? "AVX-512" : "AVX2");
+    expect_level_bytes(detail::kernels_for(level), src, dtype, n, e, r, ref_c, ref_s, ref);
+  }
   return ref;
 }
 
@@ -99,11 +117,11 @@ void expect_scalar_bytes(const Source& x, int64_t n) {
   }
 }
 
-class MxRowsAvx512 : public ::testing::Test {
+class MxRowBodies : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (simd_level() < SimdLevel::kAvx512)
-      GTEST_SKIP() << "no AVX-512 F/BW/VL level here (" << describe_cpu_features() << ")";
+    if (row_levels().empty())
+      GTEST_SKIP() << "no AVX2 or AVX-512 level here (" << describe_cpu_features() << ")";
   }
 };
 
@@ -113,7 +131,7 @@ class MxRowsAvx512 : public ::testing::Test {
 // (FP8's subnormal codes from 2^9 and 2^17 on, which the vector body hands to the AVX2 body, as
 // it does blocks of infinity, NaN, zeros and subnormals). The float32 copies add low halves:
 // zero, the lowest bit, the top bit alone (a rounding tie of bfloat16's bits) and all ones.
-TEST_F(MxRowsAvx512, EveryBfloat16ValueGivesTheScalarBytes) {
+TEST_F(MxRowBodies, EveryBfloat16ValueGivesTheScalarBytes) {
   const uint32_t lows[] = {0x0000u, 0x0001u, 0x8000u, 0xFFFFu};
   for (const int shift : {0, 3, 6, 9, 17}) {
     SCOPED_TRACE("anchor 2^" + std::to_string(shift));
@@ -137,7 +155,7 @@ TEST_F(MxRowsAvx512, EveryBfloat16ValueGivesTheScalarBytes) {
 // Groups of eight blocks holding each kind of edge block at each place in the group, the other
 // blocks normal values the vector body takes: one group per kind and place, so a group the
 // vector body hands on lies between groups it casts.
-TEST_F(MxRowsAvx512, EdgeBlocksInAGroupOfEightGiveTheScalarBytes) {
+TEST_F(MxRowBodies, EdgeBlocksInAGroupOfEightGiveTheScalarBytes) {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::mt19937 gen(7);
@@ -175,7 +193,7 @@ TEST_F(MxRowsAvx512, EdgeBlocksInAGroupOfEightGiveTheScalarBytes) {
 
 // A segment of more groups than the bfloat16 body's 16-bit lanes can count its saturated
 // elements in (2^15 / 8), every element saturating under the floor's scales.
-TEST_F(MxRowsAvx512, LongSegmentsCountEverySaturatedElement) {
+TEST_F(MxRowBodies, LongSegmentsCountEverySaturatedElement) {
   Source x;
   std::mt19937 gen(3);
   std::uniform_real_distribution<float> over(452.0f, 511.0f);  // above 448 in bfloat16 too
