@@ -19,16 +19,23 @@ namespace {
 
 using mantissa::testing::simd_levels_here;
 
-void check_tiles(int64_t rows, int64_t cols, bool with_nan) {
+// A rows x cols source of normal numbers whose tiles' scales differ by up to 2^16 (and, with
+// `tiny`, tiles of subnormals), its first block zeros (one -0), -inf at the cut corner, and with
+// `with_nan` a NaN in row 17 at column `nan_col`.
+void check_tiles(int64_t rows, int64_t cols, bool with_nan, int64_t nan_col = 20,
+                 bool tiny = false) {
   std::mt19937 gen(static_cast<uint32_t>(rows * 97 + cols));
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> f32(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      f32[r * cols + c] = nd(gen) * std::ldexp(1.0f, static_cast<int>((r / 16 + c / 16) % 5) * 4);
+      f32[r * cols + c] =
+          nd(gen) * std::ldexp(1.0f, tiny && (r / 16 + c / 16) % 3 == 1
+                                         ? -135
+                                         : static_cast<int>((r / 16 + c / 16) % 5) * 4);
   for (int64_t c = 0; c < std::min<int64_t>(cols, 16); ++c) f32[c] = c == 3 ? -0.0f : 0.0f;
   f32[(rows - 1) * cols + cols - 1] = -std::numeric_limits<float>::infinity();  // the cut corner
-  if (with_nan) f32[17 * cols + 20] = std::numeric_limits<float>::quiet_NaN();
+  if (with_nan) f32[17 * cols + nan_col] = std::numeric_limits<float>::quiet_NaN();
   std::vector<uint16_t> b16(f32.size());
   for (size_t i = 0; i < f32.size(); ++i) b16[i] = float_to_bf16_bits(f32[i]);
   const int64_t tile_rows = (rows + 15) / 16, blocks = (cols + 15) / 16;
@@ -60,6 +67,18 @@ TEST(Nvfp4Tiles, TileAmaxEqualsAScanAndGivesTheTensorScale) {
   check_tiles(37, 50, false);  // both edges cut inside a tile
   check_tiles(37, 50, true);
   check_tiles(300, 272, false);  // tile rows over threads
+}
+
+// The AVX2 pass takes 16 bfloat16 or 8 float32 blocks of a row at a time: rows of whole groups,
+// of groups and 1-15 blocks more, and a short last block; NaN in a later group's block; tiles
+// of subnormals.
+TEST(Nvfp4Tiles, TileAmaxOfWideRowsEqualsAScan) {
+  check_tiles(16, 256, false);  // one bfloat16 group, two float32 groups
+  check_tiles(33, 128, true, 127);
+  check_tiles(35, 16 * 37 + 9, false);
+  check_tiles(35, 16 * 37 + 9, true, 16 * 33 + 2);
+  check_tiles(50, 16 * 21, true, 16 * 20 + 15, true);
+  check_tiles(20, 16 * 19 + 1, false, 0, true);
 }
 
 TEST(Nvfp4Tiles, TensorScaleOfAnAllZeroTensorIsOne) {
