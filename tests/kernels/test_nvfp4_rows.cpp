@@ -6,7 +6,9 @@
 // top, under factors that are powers of 2 and factors that are not; beside all-zero blocks,
 // blocks holding infinity or NaN, blocks of subnormal amax, blocks at 6 * 448 * tensor scale,
 // rows whose last blocks make no whole group and a short last block, per 1x16 block and per
-// 16x16 tile.
+// 16x16 tile. The same source rounded to bfloat16 checks the bfloat16 body
+// (nvfp4_rows_bf16_avx2.cpp) the same way, whose 16x16 cast without statistics takes no block's own
+// amax.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -19,6 +21,7 @@
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_scalar.h"
+#include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
 
 namespace mantissa::kernels::mx {
@@ -36,8 +39,10 @@ float step_from(float x, int steps) {
 // Rows x cols float32 elements: each block's element (row + block) % 16 an anchor that sets its
 // scale (6 * tensor scale * 2^e, e from the block), the rest elements x whose products with the
 // block's factor land on a grid step times 2^o (o from -3 to 1) or one, two or seven float32
-// steps away, either sign; every ninth block an edge block instead.
-std::vector<float> source(int64_t rows, int64_t cols, float tensor_scale) {
+// steps away, either sign; every ninth block an edge block instead (two kinds hold infinity or
+// NaN; without `specials` they hold 0.3 or 0.7 * anchor instead, so that whole groups of 16 tiles
+// take the bfloat16 body's 16-block path).
+std::vector<float> source(int64_t rows, int64_t cols, float tensor_scale, bool specials = true) {
   std::vector<float> x(static_cast<size_t>(rows * cols));
   uint32_t h = 0x2545F491u;
   for (int64_t r = 0; r < rows; ++r) {
@@ -56,9 +61,11 @@ std::vector<float> source(int64_t rows, int64_t cols, float tensor_scale) {
         } else if (kind == 0) {
           v = (h >> 11) & 1 ? 0.0f : -0.0f;  // an all-zero block
         } else if (kind == 1) {
-          v = c % 16 == 4 ? sign * std::numeric_limits<float>::infinity() : sign * anchor * 0.3f;
+          v = c % 16 == 4 && specials ? sign * std::numeric_limits<float>::infinity()
+                                      : sign * anchor * 0.3f;
         } else if (kind == 2) {
-          v = c % 16 == 7 ? std::numeric_limits<float>::quiet_NaN() : sign * anchor * 0.7f;
+          v = c % 16 == 7 && specials ? std::numeric_limits<float>::quiet_NaN()
+                                      : sign * anchor * 0.7f;
         } else if (kind == 3) {
           v = sign * std::bit_cast<float>(1 + (h >> 10) % 0x7FFFFF);  // subnormal amax
         } else if (kind == 4) {
@@ -76,43 +83,50 @@ std::vector<float> source(int64_t rows, int64_t cols, float tensor_scale) {
   return x;
 }
 
-// The cast at `level` against the scalar body's, with and without statistics.
-void check_level(SimdLevel level) {
+// The cast of a float32 or bfloat16 source at `level` against the scalar body's, with and
+// without statistics.
+void check_level(SimdLevel level, DType dtype = kFloat32) {
   // Two groups of 16 blocks, 3 blocks more and a short block of 7.
   const int64_t rows = 40, cols = 16 * 16 * 2 + 3 * 16 + 7;
   int compared = 0;
   for (const float ts : {1.0f, 0.37f, 3.1e-3f, 1e-37f, 2e30f}) {
-    const std::vector<float> x = source(rows, cols, ts);
-    for (const bool tiles : {false, true}) {
-      SCOPED_TRACE(std::string(tiles ? "16x16" : "1x16") + " at " + simd_level_name(level) +
-                   ", tensor scale " + std::to_string(ts));
-      Nvfp4Encoding e;
-      e.tensor_scale = ts;
-      e.tiles_16x16 = tiles;
-      const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
-      std::vector<uint8_t> ref_c(nc), ref_s(ns);
-      MxCastStats ref;
-      nvfp4_quantize(x.data(), kFloat32, rows, cols, e, ref_c.data(), ref_s.data(),
-                     SimdLevel::kScalar, &ref);
-      EXPECT_GT(ref.saturated, 0);
-      EXPECT_GT(ref.flushed, 0);
-      std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
-      MxCastStats st;
-      nvfp4_quantize(x.data(), kFloat32, rows, cols, e, c.data(), s.data(), level, &st);
-      EXPECT_EQ(c, ref_c);
-      EXPECT_EQ(s, ref_s);
-      EXPECT_EQ(st.saturated, ref.saturated);
-      EXPECT_EQ(st.flushed, ref.flushed);
-      EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref.amax));
-      EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref.peak));
-      std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
-      nvfp4_quantize(x.data(), kFloat32, rows, cols, e, c2.data(), s2.data(), level);
-      EXPECT_EQ(c2, ref_c);
-      EXPECT_EQ(s2, ref_s);
-      ++compared;
+    for (const bool specials : {true, false}) {
+      const std::vector<float> f32 = source(rows, cols, ts, specials);
+      std::vector<uint16_t> b16(f32.size());
+      for (size_t i = 0; i < f32.size(); ++i) b16[i] = float_to_bf16_bits(f32[i]);
+      const void* x = dtype == kFloat32 ? static_cast<const void*>(f32.data()) : b16.data();
+      for (const bool tiles : {false, true}) {
+        SCOPED_TRACE(std::string(tiles ? "16x16 " : "1x16 ") + std::string(dtype.name()) + " at " +
+                     simd_level_name(level) + ", tensor scale " + std::to_string(ts) +
+                     (specials ? "" : ", no infinity or NaN"));
+        Nvfp4Encoding e;
+        e.tensor_scale = ts;
+        e.tiles_16x16 = tiles;
+        const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
+        std::vector<uint8_t> ref_c(nc), ref_s(ns);
+        MxCastStats ref;
+        nvfp4_quantize(x, dtype, rows, cols, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
+                       &ref);
+        EXPECT_GT(ref.saturated, 0);
+        EXPECT_GT(ref.flushed, 0);
+        std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
+        MxCastStats st;
+        nvfp4_quantize(x, dtype, rows, cols, e, c.data(), s.data(), level, &st);
+        EXPECT_EQ(c, ref_c);
+        EXPECT_EQ(s, ref_s);
+        EXPECT_EQ(st.saturated, ref.saturated);
+        EXPECT_EQ(st.flushed, ref.flushed);
+        EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref.amax));
+        EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref.peak));
+        std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
+        nvfp4_quantize(x, dtype, rows, cols, e, c2.data(), s2.data(), level);
+        EXPECT_EQ(c2, ref_c);
+        EXPECT_EQ(s2, ref_s);
+        ++compared;
+      }
     }
   }
-  EXPECT_EQ(compared, 10);
+  EXPECT_EQ(compared, 20);
 }
 
 TEST(Nvfp4Rows, Float32TableCodesGiveTheScalarBytesAtAvx2) {
@@ -123,6 +137,16 @@ TEST(Nvfp4Rows, Float32TableCodesGiveTheScalarBytesAtAvx2) {
 TEST(Nvfp4Rows, Float32TableCodesGiveTheScalarBytesAtAvx512) {
   if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
   check_level(SimdLevel::kAvx512);
+}
+
+TEST(Nvfp4Rows, Bfloat16CastsGiveTheScalarBytesAtAvx2) {
+  if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "this CPU has no AVX2";
+  check_level(SimdLevel::kAvx2, kBFloat16);
+}
+
+TEST(Nvfp4Rows, Bfloat16CastsGiveTheScalarBytesAtAvx512) {
+  if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
+  check_level(SimdLevel::kAvx512, kBFloat16);
 }
 
 }  // namespace

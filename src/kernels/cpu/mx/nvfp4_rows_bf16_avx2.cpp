@@ -169,23 +169,29 @@ inline void store_e2m1_blocks4_bytes(uint8_t* dst, __m256i ab, __m256i cd) {
 // row is 256 bytes); ok is false where a block's scale code has no row (a factor that is 0,
 // infinite or NaN).
 struct Bf16Group {
-  __m256i own;
+  __m256i own;  // taken where the codes or the statistics need it
   __m256i code;
   alignas(32) int32_t offset[8];
   bool ok;
 };
 
 // encode_group8's amax and scale codes of 8 bfloat16 blocks from p, their scales written and
-// their rows in t made where missing; nothing is written where g.ok comes back false.
+// their rows in t made where missing; nothing is written where g.ok comes back false. The
+// blocks' own amax are taken where the codes or (kStats) the statistics need them.
+template <bool kStats>
 __attribute__((always_inline)) inline void prepare_group8_bf16(
     const uint16_t* p, const float* block_amax_in, float tensor_scale,
     const Nvfp4ScaleCodeThresholds& sc, Bf16Thresholds& t, uint8_t* scales, Bf16Group& g) {
-  __m256i m[8];
+  if (kStats || !block_amax_in) {
+    __m256i m[8];
 #pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k)
-    m[k] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
-                            _mm256_set1_epi16(0x7FFF));
-  g.own = transposed_max8_16(m);
+    for (int k = 0; k < 8; ++k)
+      m[k] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
+                              _mm256_set1_epi16(0x7FFF));
+    g.own = transposed_max8_16(m);
+  } else {
+    g.own = _mm256_setzero_si256();
+  }
   const __m256 amax = group_amax(g.own, block_amax_in);
   // By sc's compares where they serve, else by the divisions.
   const __m256i bits = _mm256_castps_si256(amax);
@@ -281,7 +287,7 @@ struct Bf16Consts16 {
 // lanes, and their rows' byte offsets in Bf16Thresholds::row. ok is false where the group goes
 // 8 blocks at a time (nothing is written then).
 struct Bf16Group16 {
-  __m256i own;
+  __m256i own;  // taken where the codes or the statistics need it
   __m256i code;
   alignas(32) uint16_t offset[16];
   bool ok;
@@ -300,18 +306,24 @@ struct Bf16Group16 {
 
 // 16 blocks from p: their amax (block_amax_in's, or their own), scale codes, scales (written)
 // and rows (made where missing). Returns false, writing nothing, where the group goes 8 blocks at
-// a time.
+// a time. The blocks' own amax are taken where the codes or (kStats) the statistics need them:
+// given the tiles' amax, a cast without statistics reads the source once, in encode_group16_bf16.
+template <bool kStats>
 [[gnu::always_inline]] inline void prepare_group16_bf16(const uint16_t* p,
                                                         const float* block_amax_in,
                                                         float tensor_scale, Bf16Consts16& k,
                                                         Bf16Thresholds& t, uint8_t* scales,
                                                         Bf16Group16& g) {
-  __m256i m[16];
+  if (kStats || !block_amax_in) {
+    __m256i m[16];
 #pragma GCC unroll 16
-  for (int b = 0; b < 16; ++b)
-    m[b] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
-                            k.magnitude);
-  g.own = transposed_max16<16>(m);
+    for (int b = 0; b < 16; ++b)
+      m[b] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
+                              k.magnitude);
+    g.own = transposed_max16<16>(m);
+  } else {
+    g.own = _mm256_setzero_si256();
+  }
   __m256i amax = g.own, unusual;
   if (block_amax_in) {
     // The given amax of a bfloat16 source are bfloat16 values: their high 16 bits, in order.
@@ -414,15 +426,16 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
   };
   Bf16Thresholds* thresholds = &bf16_thresholds(tensor_scale);
   auto prepare = [&](int64_t b, Bf16Group & g) __attribute__((always_inline)) {
-    prepare_group8_bf16(p + b * kNvfp4Block, block_amax_in ? block_amax_in + b : nullptr,
-                        tensor_scale, sc, *thresholds, scales + b, g);
+    prepare_group8_bf16<kStats>(p + b * kNvfp4Block, block_amax_in ? block_amax_in + b : nullptr,
+                                tensor_scale, sc, *thresholds, scales + b, g);
   };
   // 8 blocks from block b8, not prepared ahead.
   auto eight = [&](int64_t b8) {
     const float* amax_in = block_amax_in ? block_amax_in + b8 : nullptr;
     uint8_t *c = codes + b8 * kNvfp4Block / 2, *s = scales + b8;
     Bf16Group g8;
-    prepare_group8_bf16(p + b8 * kNvfp4Block, amax_in, tensor_scale, sc, *thresholds, s, g8);
+    prepare_group8_bf16<kStats>(p + b8 * kNvfp4Block, amax_in, tensor_scale, sc, *thresholds, s,
+                                g8);
     if (g8.ok) return encode_group8_bf16<kStats>(p + b8 * kNvfp4Block, g8, *thresholds, sc, c, &st);
     for (unsigned nan = group(p + b8 * kNvfp4Block, amax_in, c, s); nan; nan &= nan - 1)
       scalar_block(b8 + std::countr_zero(nan), kNvfp4Block);
@@ -435,9 +448,9 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
     Bf16Group16 ahead16[2];
     const int64_t groups16 = blocks / 16;
     auto prepare16 = [&](int64_t g, Bf16Group16 & a) __attribute__((always_inline)) {
-      prepare_group16_bf16(p + 16 * g * kNvfp4Block,
-                           block_amax_in ? block_amax_in + 16 * g : nullptr, tensor_scale, k,
-                           *thresholds, scales + 16 * g, a);
+      prepare_group16_bf16<kStats>(p + 16 * g * kNvfp4Block,
+                                   block_amax_in ? block_amax_in + 16 * g : nullptr, tensor_scale,
+                                   k, *thresholds, scales + 16 * g, a);
     };
     prepare16(0, ahead16[0]);
     for (int64_t g = 0; g < groups16; ++g) {
@@ -474,7 +487,7 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
         p, dtype, block_amax_in, b, blocks, codes, scales,
         [&](const unsigned char* x, const float* in, uint8_t* c, uint8_t* s) {
           const auto* xp = reinterpret_cast<const uint16_t*>(x);
-          prepare_group8_bf16(xp, in, tensor_scale, sc, *thresholds, s, ahead[0]);
+          prepare_group8_bf16<kStats>(xp, in, tensor_scale, sc, *thresholds, s, ahead[0]);
           if (!ahead[0].ok) return group(x, in, c, s);
           encode_group8_bf16<kStats>(xp, ahead[0], *thresholds, sc, c, &st);
           return 0u;
