@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "mantissa/core/float8.h"
 #include "mantissa/fp8/autocast.h"
@@ -274,7 +275,9 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
 // same values as the rows' tiles.
 TEST(Fp8Block, Bf16TilesUnderPowerOf2ScalesAreTheScalarCastOfEveryValue) {
   std::vector<uint16_t> anchors;
-  for (const int k : {-133, -127, -126, -100, -50, -10, -7, -6, -1, 0, 3, 8, 9, 20, 60, 100, 127})
+  // -112 and -111: scales of 2^120 and 2^119 (the 16-bit lanes' largest exponents).
+  for (const int k :
+       {-133, -127, -126, -112, -111, -100, -50, -10, -7, -6, -1, 0, 3, 8, 9, 20, 60, 100, 127})
     for (const uint16_t mant : {0x00, 0x40, 0x7F}) {
       const uint16_t a = k < -126 ? static_cast<uint16_t>(1 << (k + 133))  // subnormal
                                   : static_cast<uint16_t>(((k + 127) << 7) | mant);
@@ -559,6 +562,72 @@ TEST(Fp8Block, ColumnTilesOfEveryWidthAndEdgeAreTheScalarCast) {
           }
       }
     }
+}
+
+// Casts whose codes are written with streaming stores (at least kStreamCodesFrom bytes of them,
+// rows on 32-byte boundaries: bfloat16's 1x128 tiles, 128x128 blocks and 128x1 tiles, float32's
+// 128x1 tiles) give the scalar level's codes, scales and statistics at every SIMD level, with a
+// short last band, a NaN, an inf, an all-zero tile and column, subnormal and flushed codes, 448
+// once scaled, and amaxes whose scales are 2^119 and 2^120, in the first band and the last.
+TEST(Fp8Block, StreamedCodesAreTheScalarCast) {
+  constexpr int64_t rows = 2050, cols = 4096;
+  static_assert(rows * cols >= mantissa::kernels::kStreamCodesFrom);
+  std::vector<float> v = wide_normal(rows * cols, 23, 2.0f);
+  const auto at = [&](int64_t r, int64_t c) -> float& {
+    return v[static_cast<size_t>(r * cols + c)];
+  };
+  for (const int64_t band : {int64_t{0}, int64_t{2048}}) {
+    const int64_t n = std::min<int64_t>(128, rows - band);
+    at(band + 1, 70) = std::numeric_limits<float>::quiet_NaN();
+    at(band + n - 1, 300) = -std::numeric_limits<float>::infinity();
+    for (int64_t r = 0; r < n; ++r) {
+      at(band + r, 512 + 5) = 0.0f;                                   // a zero column
+      at(band + r, 1030) = 5e-34f * static_cast<float>(1 + r % 3);    // scale 2^119 or 2^118
+      at(band + r, 1100) = 2.5e-34f * static_cast<float>(1 + r % 2);  // scale 2^120 or 2^119
+    }
+    for (int64_t c = 2048; c < 2176; ++c) at(band, c) = 0.0f;  // a zero tile
+    at(band, 3000) = 1e-4f;                                    // a subnormal code
+    at(band + n / 2, 3001) = -1e-9f;                           // flushes
+    at(band, 3100) = 448.0f;
+  }
+  // Values whose products lie just below E4M3's smallest normal (rounded to it or not).
+  for (int64_t c = 3200; c < 3328; ++c)
+    at(5, c) = 0.015625f * (1.0f - 0.001f * static_cast<float>(c - 3200));
+  for (const DType dt : {kBFloat16, kFloat32}) {
+    const Tensor x = tensor(v, {rows, cols}).to(dt);
+    for (const int kind : {0, 1, 2}) {  // 1x128, 128x128, 128x1
+      if (dt == kFloat32 && kind != 2) continue;
+      const int64_t n_inv = kind == 0   ? rows * kf::block_count(cols)
+                            : kind == 1 ? kf::block_count(rows) * kf::block_count(cols)
+                                        : cols * kf::block_count(rows);
+      const auto run = [&](SimdLevel level, std::vector<uint8_t>& codes, std::vector<float>& inv) {
+        codes.assign(static_cast<size_t>(rows * cols), 0x55);
+        inv.assign(static_cast<size_t>(n_inv), 0.0f);
+        if (kind == 2)
+          return kf::quantize_128x1(x.data_ptr(), dt, rows, cols, cols, codes.data(), inv.data(),
+                                    kFloat8_e4m3fn, true, 0.0f, level);
+        return kind == 1 ? kf::quantize_128x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
+                                                inv.data(), kFloat8_e4m3fn, true, 0.0f, level)
+                         : kf::quantize_1x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
+                                              inv.data(), kFloat8_e4m3fn, true, 0.0f, level);
+      };
+      std::vector<uint8_t> want_codes, got_codes;
+      std::vector<float> want_inv, got_inv;
+      const kf::BlockCastStats want = run(SimdLevel::kScalar, want_codes, want_inv);
+      EXPECT_GT(want.flushed, 0);
+      for (SimdLevel level : simd_levels_here()) {
+        SCOPED_TRACE(std::string(dt.name()) + " " + simd_level_name(level) + " kind " +
+                     std::to_string(kind));
+        const kf::BlockCastStats got = run(level, got_codes, got_inv);
+        EXPECT_EQ(got_codes, want_codes);
+        EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
+        EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
+        EXPECT_EQ(got.saturated, want.saturated);
+        EXPECT_EQ(got.flushed, want.flushed);
+        EXPECT_EQ(got.peak, want.peak);
+      }
+    }
+  }
 }
 
 // 128x128 blocks of rows wider than a group (kBlockGroupBytes of each row: bfloat16 two groups,
