@@ -12,6 +12,7 @@
 
 #include <omp.h>
 
+#include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
@@ -223,6 +224,11 @@ BlockCastStats quantize_128x1(const void* src, DType src_dtype, int64_t rows, in
     const int64_t per_band = (threads + bands - 1) / bands;
     group = std::min(group, std::max<int64_t>(32, (cols / 32 + per_band - 1) / per_band * 32));
   }
+  // Codes past the caches' size are streamed (common/stream_codes.h), where every group's rows
+  // start on a 32-byte boundary. (The 1x128 and 128x128 casts keep theirs in cache: streamed,
+  // they measured slower.)
+  const bool stream = rows * cols >= kStreamCodesFrom &&
+                      (reinterpret_cast<uintptr_t>(codes) | static_cast<uintptr_t>(cols)) % 32 == 0;
   // Whole groups, the last one with the rest (fewer than 32 columns past a full group join it).
   const int64_t groups = fast_cols < 32
                              ? (fast_cols > 0)
@@ -246,12 +252,12 @@ BlockCastStats quantize_128x1(const void* src, DType src_dtype, int64_t rows, in
         (avx512 ? detail::column_tiles_f32_e4m3_avx512 : detail::column_tiles_f32_e4m3_avx2)(
             static_cast<const float*>(src) + r0 * ld + c0, ld, rn, cn, codes + r0 * cols + c0, cols,
             scale_inv + b * cols + c0, for_inf, power_2, epsilon, static_cast<const float*>(next),
-            next_bytes, st);
+            next_bytes, stream, st);
       else
         (avx512 ? detail::column_tiles_bf16_e4m3_avx512 : detail::column_tiles_bf16_e4m3_avx2)(
             static_cast<const uint16_t*>(src) + r0 * ld + c0, ld, rn, cn, codes + r0 * cols + c0,
             cols, scale_inv + b * cols + c0, for_inf, power_2, epsilon,
-            static_cast<const uint16_t*>(next), next_bytes, st);
+            static_cast<const uint16_t*>(next), next_bytes, stream, st);
       amax = std::max(amax, st.amax);
       peak = std::max(peak, st.peak);
       saturated += st.saturated;

@@ -143,30 +143,32 @@ T* half_a_page_from(T* buffer, const void* src) {
 // level's lanes.
 // Each tile's amax, scale and codes are quantize_128x1's; its statistics are folded into `st`.
 // next: null, or the first value of the band cast next (its rows at next + r * ld for r <
-// rows), whose first next_bytes of each row are fetched into L2 during the codes.
+// rows), whose first next_bytes of each row are fetched into L2 during the codes. stream: the
+// codes of the full 32-column steps are written with streaming stores (dst and ldd multiples of
+// 32), for tensors whose codes the caches do not hold (common/stream_codes.h).
 void column_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                                  uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                  bool power_2, float epsilon, const uint16_t* next,
-                                 int64_t next_bytes, BlockCastStats& st);
+                                 int64_t next_bytes, bool stream, BlockCastStats& st);
 // The float32 counterpart (fp8_block_f32_avx2.cpp), at most kBlockGroupBytes / 4 + 31 columns.
 void column_tiles_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, int64_t cols,
                                 uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                 bool power_2, float epsilon, const float* next, int64_t next_bytes,
-                                BlockCastStats& st);
+                                bool stream, BlockCastStats& st);
 // column_tiles_bf16_e4m3_avx2 on AVX-512 (fp8_block_avx512.cpp), with the same arguments and
 // results: 32 columns a vector, their scales 16 at a time in float32 lanes, the codes in 16-bit
 // lanes with unsigned compares for the subnormal test and a masked tail.
 void column_tiles_bf16_e4m3_avx512(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                                    uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                    bool power_2, float epsilon, const uint16_t* next,
-                                   int64_t next_bytes, BlockCastStats& st);
+                                   int64_t next_bytes, bool stream, BlockCastStats& st);
 // column_tiles_f32_e4m3_avx2 on AVX-512 (fp8_block_avx512.cpp), with the same arguments and
 // results: 16 columns a vector, the integer codes with unsigned compares for the subnormal test,
 // 16 to bytes by one vpmovdb.
 void column_tiles_f32_e4m3_avx512(const float* src, int64_t ld, int64_t rows, int64_t cols,
                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                   bool power_2, float epsilon, const float* next,
-                                  int64_t next_bytes, BlockCastStats& st);
+                                  int64_t next_bytes, bool stream, BlockCastStats& st);
 // The codes of 32 bfloat16 values at p (32 readable) into d through float32 lanes under each
 // one's scale (scale_of): satfinite_codes of f32(x * scale), the saturated and flushed elements
 // added to st. The AVX-512 column body's rare path.

@@ -1,20 +1,20 @@
 // The block recipe's 1x128 tiles of bfloat16 cast to E4M3 on AVX2 (fp8_block.h,
 // detail::block_tiles_bf16_e4m3_avx2): each tile's amax from the integer maximum of its
 // magnitude bits, its scale, then its 128 codes from the values still in L1, sixteen tiles at a
-// time (their maxima, then their scales, then their casts, so that the scalar work of one tile
-// does not wait on the last). Under a power-of-2 scale (the recipe's default) with the tile's
-// amax * scale within E4M3's range, the codes come sixteen a vector from 16-bit lanes
-// (fp8_codes_avx2.h: codes16_pow2_in_range, or codes16_pow2 under the rare scales above 2^120;
-// an exponent add and an integer rounding, nothing saturates or flushes); half a tile holding a
-// value whose code is subnormal or flushed, and every tile under another scale or holding a NaN
-// or an inf, takes float32 lanes (satfinite_codes) with the saturated and flushed counts kept in
-// vector lanes across all the tiles of a call. 128x128 blocks are cast a group side by side
-// (detail::blocks_128x128_bf16_e4m3_avx2): their maxima in one pass over the group's rows, then
-// the casts while the rows are in cache. 128x1 tiles of the columns are cast a band of 128 rows
-// at a time (detail::column_tiles_bf16_e4m3_avx2): the columns' maxima elementwise over the
-// rows, then 32 columns' codes a step under per-column constants, row by row in x's layout. The
-// same amax, scale, codes and counts as the per-tile calls of the delayed-scaling cast
-// (fp8_cast.h) that the other sources and formats take.
+// time (their maxima, then their scales eight at a time in float32 lanes, then their casts).
+// Under a power-of-2 scale (the recipe's default) with the tile's amax * scale within E4M3's
+// range, the codes come sixteen a vector from 16-bit lanes (fast_codes32 below where the scale
+// lies below 2^120; fp8_codes_avx2.h's codes16_pow2_in_range at 2^120 and codes16_pow2 above:
+// an exponent add and an integer rounding, nothing saturates or flushes); a tile (or half a tile
+// under the rare scales) holding a value whose code is subnormal or flushed, and every tile under
+// another scale or holding a NaN or an inf, takes float32 lanes (satfinite_codes) with the
+// saturated and flushed counts kept in vector lanes across all the tiles of a call. 128x128 blocks
+// are cast a group side by side (detail::blocks_128x128_bf16_e4m3_avx2): their maxima in one pass
+// over the group's rows, then the casts while the rows are in cache. 128x1 tiles of the columns are
+// cast a band of 128 rows at a time (detail::column_tiles_bf16_e4m3_avx2): the columns' maxima
+// elementwise over the rows, then 32 columns' codes a step under per-column constants, row by row
+// in x's layout. The same amax, scale, codes and counts as the per-tile calls of the
+// delayed-scaling cast (fp8_cast.h) that the other sources and formats take.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -96,26 +96,81 @@ __attribute__((target("avx2"))) inline __m256i load16(const uint16_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
+// The codes of 32 bfloat16 values (h0, h1), in element order, under power-of-2 scales 2^e with
+// e < 120 and amax * scale within E4M3's range (the common case), each lane's rebias
+// ((120 - e) << 7) - 6 in rb0, rb1: y = |h| - rb with unsigned saturation is the product's bits
+// rebiased to E4M3's plus 6, and avg(y, bit 4 of |h|) >> 3 = (y - 6 + 7 + lsb) >> 4 is
+// codes16_pow2_in_range's code, rounded to nearest even (bit 4 of |h| is the product's, rb + 6
+// being a multiple of 128), in two operations fewer. A value whose product lies below E4M3's
+// smallest normal gets a code below 8 (but a product in [2^-7 * 1.9375, 2^-6), whose code is 8,
+// the smallest normal, gets 8); 0 gets 0. `low` is or-ed with a nonzero byte where a nonzero
+// value has a code below 8, whose code must come from float32 lanes: min(packs(|h|), 8) less the
+// code with unsigned saturation (packs keeps an |h| of 8 or more at 8 or more).
+__attribute__((target("avx2"), always_inline)) inline __m256i fast_codes32(__m256i h0, __m256i h1,
+                                                                           __m256i rb0, __m256i rb1,
+                                                                           __m256i& low) {
+  const __m256i abs = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
+  const __m256i a0 = _mm256_and_si256(h0, abs), a1 = _mm256_and_si256(h1, abs);
+  const __m256i r0 =
+      _mm256_avg_epu16(_mm256_subs_epu16(a0, rb0), _mm256_and_si256(_mm256_srli_epi16(a0, 4), one));
+  const __m256i r1 =
+      _mm256_avg_epu16(_mm256_subs_epu16(a1, rb1), _mm256_and_si256(_mm256_srli_epi16(a1, 4), one));
+  // Bytes in packs' order (the halves of the two vectors interleaved): the codes, h's signs
+  // (packs keeps a negative h negative), |h| at least 8 where it is.
+  const __m256i code = _mm256_packus_epi16(_mm256_srli_epi16(r0, 3), _mm256_srli_epi16(r1, 3));
+  const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
+  low = _mm256_or_si256(
+      low,
+      _mm256_subs_epu8(_mm256_min_epu8(_mm256_packs_epi16(a0, a1), _mm256_set1_epi8(8)), code));
+  return _mm256_permute4x64_epi64(_mm256_or_si256(code, sign), 0xD8);
+}
+
+// fast_codes32 of 128 values at s under one rebias into d; false where a nonzero value's code is
+// below 8 (d then holds no valid codes).
+__attribute__((target("avx2"), always_inline)) inline bool fast_codes128(const uint16_t* s,
+                                                                         __m256i rb, uint8_t* d) {
+  __m256i low = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q),
+                        fast_codes32(load16(s + 32 * q), load16(s + 32 * q + 16), rb, rb, low));
+  return _mm256_testz_si256(low, low);
+}
+
 // The constants of one scale's cast, kept as scalars (a batch of tiles holds one each) and
 // broadcast by the cast: the scale for float32 lanes and, where the 16-bit lanes apply (a
 // power-of-2 scale 2^e, amax * scale within E4M3's range), codes16_pow2's e << 7 and normal_from,
-// and codes16_pow2_in_range's rebias where e <= 120.
+// codes16_pow2_in_range's rebias where e <= 120, and fast_codes32's where e < 120 (`fast`).
 struct Lanes {
   float scale;
-  int16_t exponent_add, normal_from, rebias;
-  bool sixteen, in_range;
+  int16_t exponent_add, normal_from, rebias, fast_rebias;
+  bool sixteen, in_range, fast;
 };
 
 inline Lanes lanes_of(float amax, float scale) {
-  Lanes l{scale, 0, 0, 0, false, false};
+  Lanes l{scale, 0, 0, 0, 0, false, false, false};
   int e = 0;
   if (!pow2_exponent(scale, &e) || !(amax * scale <= kE4m3Max)) return l;
   l.exponent_add = static_cast<int16_t>(e * 128);
   l.normal_from = static_cast<int16_t>(std::max((121 - e) * 128, 0x80));
   l.rebias = static_cast<int16_t>(std::max(120 - e, 0) * 128);
+  l.fast_rebias = static_cast<int16_t>(std::max(120 - e, 1) * 128 - 6);
   l.sixteen = true;
   l.in_range = e <= 120;
+  l.fast = e < 120;
   return l;
+}
+
+// The codes of 128 bfloat16 values at s into d through float32 lanes under `scale`
+// (satfinite_codes), their saturated and flushed elements counted.
+__attribute__((target("avx2"), always_inline)) inline void cast_128_f32(const uint16_t* s,
+                                                                        uint8_t* d, __m256 scale,
+                                                                        LaneCounts& counts) {
+  for (int q = 0; q < 4; ++q) {
+    const __m256i lo = codes16_f32(s + 32 * q, scale, counts);
+    const __m256i hi = codes16_f32(s + 32 * q + 16, scale, counts);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q), pack32_bytes16(lo, hi));
+  }
 }
 
 // The codes of 128 bfloat16 values at s into d. In 16-bit lanes where they apply and no value is
@@ -126,11 +181,7 @@ __attribute__((target("avx2"), always_inline)) inline void cast_128(const uint16
                                                                     LaneCounts& counts) {
   const __m256 scale = _mm256_set1_ps(l.scale);
   if (nan || !l.sixteen) {
-    for (int q = 0; q < 4; ++q) {
-      const __m256i lo = codes16_f32(s + 32 * q, scale, counts);
-      const __m256i hi = codes16_f32(s + 32 * q + 16, scale, counts);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q), pack32_bytes16(lo, hi));
-    }
+    cast_128_f32(s, d, scale, counts);
     return;
   }
   const __m256i normal_from = _mm256_set1_epi16(l.normal_from);
@@ -175,6 +226,20 @@ __attribute__((target("avx2"), always_inline)) inline void cast_128(const uint16
   }
 }
 
+// The codes of 128 values at s into d: fast_codes128 where it applies (no NaN, l.fast) and gives
+// every code, else cast_128 (float32 lanes for all of them where fast_codes128 fell short).
+__attribute__((target("avx2"), always_inline)) inline void cast_tile(const uint16_t* s, uint8_t* d,
+                                                                     bool nan, const Lanes& l,
+                                                                     LaneCounts& counts) {
+  if (!nan && l.fast) [[likely]] {
+    if (fast_codes128(s, _mm256_set1_epi16(l.fast_rebias), d)) [[likely]]
+      return;
+    cast_128_f32(s, d, _mm256_set1_ps(l.scale), counts);
+    return;
+  }
+  cast_128(s, d, nan, l, counts);
+}
+
 }  // namespace
 
 __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* src,
@@ -184,37 +249,48 @@ __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* 
                                                                 float for_inf, bool power_2,
                                                                 float epsilon, BlockCastStats& st) {
   LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
-  // The largest amax and amax * scale in locals (st's fields would be reloaded after each
-  // scale_inv store, which the compiler cannot prove apart). Division by fp8_max keeps the order
-  // of the products, so the largest peak is the largest product's.
-  float amax_max = st.amax;
-  double top_max = 0.0;
-  // Tiles a batch at a time: the maxima of all, then their scales (scalar chains of a division
-  // each, independent of one another), then the casts from L1.
+  // The largest amax and amax * scale over the tiles, in vector lanes (block_scales8).
+  __m256 amax_acc = _mm256_setzero_ps();
+  __m256d top_acc = _mm256_setzero_pd();
+  // Tiles a batch at a time: the maxima of all (a tile holding a NaN found again, each NaN
+  // passed over), then their scales eight at a time in float32 lanes, then the casts from L1.
   constexpr int64_t kBatch = 16;
-  uint16_t bits[kBatch];
-  Lanes lanes[kBatch];
+  bool nan[kBatch];
+  alignas(32) float amax[kBatch], scale_of[kBatch], inv[kBatch];
+  alignas(32) int32_t exponent[kBatch], fast[kBatch];
   for (int64_t t0 = 0; t0 < count; t0 += kBatch) {
     const int64_t n = std::min(kBatch, count - t0);
-    for (int64_t k = 0; k < n; ++k) bits[k] = max_bits_128(src + (t0 + k) * src_step);
     for (int64_t k = 0; k < n; ++k) {
-      const int64_t t = t0 + k;
-      const bool nan = bits[k] > 0x7F80;
-      const float amax = bf16_bits_to_float(nan ? max_magnitude_128(src + t * src_step) : bits[k]);
-      const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-      scale_inv[t * inv_step] = block_scale_inverse(scale);
-      amax_max = std::max(amax_max, amax);
-      fold_top(amax, scale, top_max);
-      lanes[k] = lanes_of(amax, scale);
+      const uint16_t* s = src + (t0 + k) * src_step;
+      const uint16_t bits = max_bits_128(s);
+      nan[k] = bits > 0x7F80;
+      amax[k] = bf16_bits_to_float(nan[k] ? max_magnitude_128(s) : bits);
     }
-    for (int64_t k = 0; k < n; ++k)
-      cast_128(src + (t0 + k) * src_step, dst + (t0 + k) * dst_step, bits[k] > 0x7F80, lanes[k],
-               counts);
+    for (int64_t k = n; k < kBatch; ++k) amax[k] = 0.0f;  // scale 1, nothing measured
+    for (int h = 0; h < kBatch; h += 8) {
+      __m256i ok;
+      const __m256i e =
+          block_scales8(_mm256_load_ps(amax + h), _mm256_setzero_si256(), for_inf, power_2, epsilon,
+                        scale_of + h, inv + h, amax_acc, top_acc, ok);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(exponent + h), e);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(fast + h),
+                         _mm256_and_si256(ok, _mm256_cmpgt_epi32(_mm256_set1_epi32(120), e)));
+    }
+    for (int64_t k = 0; k < n; ++k) scale_inv[(t0 + k) * inv_step] = inv[k];
+    for (int64_t k = 0; k < n; ++k) {
+      const uint16_t* s = src + (t0 + k) * src_step;
+      uint8_t* d = dst + (t0 + k) * dst_step;
+      if (fast[k] && !nan[k]) [[likely]] {
+        const __m256i rb = _mm256_set1_epi16(static_cast<int16_t>(((120 - exponent[k]) << 7) - 6));
+        if (fast_codes128(s, rb, d)) [[likely]]
+          continue;
+        cast_128_f32(s, d, _mm256_set1_ps(scale_of[k]), counts);
+      } else {
+        cast_128(s, d, nan[k], lanes_of(amax[k], scale_of[k]), counts);
+      }
+    }
   }
-  st.amax = amax_max;
-  st.peak = std::max(st.peak, top_max / kE4m3Max);
-  st.saturated += lane_sum(counts.saturated);
-  st.flushed += lane_sum(counts.flushed);
+  finish_columns(amax_acc, top_acc, st.amax, 0.0, counts, st);
 }
 
 __attribute__((target("avx2"))) void block_128x128_bf16_e4m3_avx2(
@@ -231,7 +307,7 @@ __attribute__((target("avx2"))) void block_128x128_bf16_e4m3_avx2(
   *scale_inv = block_scale_inverse(scale);
   const Lanes lanes = lanes_of(amax, scale);
   LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
-  for (int64_t r = 0; r < rows; ++r) cast_128(src + r * ld, dst + r * ldd, nan[r], lanes, counts);
+  for (int64_t r = 0; r < rows; ++r) cast_tile(src + r * ld, dst + r * ldd, nan[r], lanes, counts);
   double top_max = 0.0;
   fold_top(amax, scale, top_max);
   st.amax = std::max(st.amax, amax);
@@ -298,8 +374,8 @@ __attribute__((target("avx2"))) void blocks_128x128_bf16_e4m3_avx2(
       for (int64_t b = j * 256; b < std::min(ahead, (j + 1) * 256); b += 64)
         _mm_prefetch(line + b, _MM_HINT_T1);
       if (!nan[j])
-        cast_128(src + r * ld + j * kBlockLen, dst + r * ldd + j * kBlockLen, false, lanes[j],
-                 counts);
+        cast_tile(src + r * ld + j * kBlockLen, dst + r * ldd + j * kBlockLen, false, lanes[j],
+                  counts);
     }
   }
   st.amax = amax_max;
@@ -346,23 +422,25 @@ struct Bf16Avx2 {
 
   static float amax_of(Bits bits) { return bf16_bits_to_float(bits); }
   // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
-  [[gnu::always_inline]] static void fold(uint16_t* top, const uint16_t* p) {
-    auto* t = reinterpret_cast<__m256i*>(top);
-    _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t),
-                                           _mm256_and_si256(load16(p), _mm256_set1_epi16(kAbs))));
-  }
-  [[gnu::always_inline]] static void fold2(uint16_t* top, const uint16_t* p, const uint16_t* q) {
+  template <int kRows>
+  [[gnu::always_inline]] static void fold(uint16_t* top, const uint16_t* p, int64_t ld) {
     const __m256i abs = _mm256_set1_epi16(kAbs);
+    __m256i m[kRows];
+#pragma GCC unroll 4
+    for (int k = 0; k < kRows; ++k) m[k] = _mm256_and_si256(load16(p + k * ld), abs);
+#pragma GCC unroll 4
+    for (int w = 1; w < kRows; w *= 2)
+#pragma GCC unroll 4
+      for (int k = 0; k + w < kRows; k += 2 * w) m[k] = _mm256_max_epi16(m[k], m[k + w]);
     auto* t = reinterpret_cast<__m256i*>(top);
-    const __m256i m =
-        _mm256_max_epi16(_mm256_and_si256(load16(p), abs), _mm256_and_si256(load16(q), abs));
-    _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t), m));
+    _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t), m[0]));
   }
-  // The scales 16 at a time (block_scales8 twice); the rebias is (120 - e) << 7.
+  // The scales 16 at a time (block_scales8 twice). A column's rebias is ((120 - e) << 7) - 6
+  // where the fast codes apply and e < 120, else 0xFFFF, which makes every nonzero value of the
+  // column take the float32 lanes (codes32).
   [[gnu::always_inline]] static bool scales32(const uint16_t* top, float for_inf, bool power_2,
                                               float epsilon, float* scale_of, float* inv,
                                               uint16_t* rebias, Acc& acc, uint32_t& nan) {
-    unsigned fast = 0;
     for (int c = 0; c < 32; c += 16) {
       const __m256i t = _mm256_load_si256(reinterpret_cast<const __m256i*>(top + c));
       __m256i rb[2];
@@ -375,35 +453,50 @@ struct Bf16Avx2 {
         const __m256i e =
             block_scales8(amax, nan_lanes, for_inf, power_2, epsilon, scale_of + c + 8 * h,
                           inv + c + 8 * h, acc.amax, acc.top, ok);
-        const int at = c + 8 * h;
-        fast |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << at;
-        nan |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes))) << at;
-        rb[h] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 7);
+        nan |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes)))
+               << (c + 8 * h);
+        ok = _mm256_and_si256(ok, _mm256_cmpgt_epi32(_mm256_set1_epi32(120), e));
+        const __m256i r =
+            _mm256_sub_epi32(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 7),
+                             _mm256_set1_epi32(6));
+        // -1 packs to 0xFFFF.
+        rb[h] = _mm256_blendv_epi8(_mm256_set1_epi32(-1), r, ok);
       }
       _mm256_store_si256(reinterpret_cast<__m256i*>(rebias + c),
                          _mm256_permute4x64_epi64(_mm256_packs_epi32(rb[0], rb[1]), 0xD8));
     }
-    return fast == 0xFFFFFFFFu;
+    return true;
   }
-  // codes16_pow2_in_range under each column's rebias; a value's code is subnormal or flushed
-  // where 0 < |h| < normal_from = rebias + 128: |h| - 1 below rebias + 127 (0 wraps to 0xFFFF).
+  // The codes of 32 values in 16-bit lanes under each column's rebias rb: y = |h| - rb with
+  // unsigned saturation is |h| - ((120 - e) << 7) + 6 (the product's bits rebiased to E4M3's,
+  // plus 6), and avg(y, bit 4 of |h|) >> 3 is (y - 6 + 7 + lsb) >> 4, codes16_pow2_in_range's
+  // code rounded to nearest even (bit 4 of |h| is the product's, rb + 6 being a multiple of 128).
+  // A value whose product lies below E4M3's smallest normal gets a code below 8 (a product in
+  // [2^-7 * 1.9375, 2^-6) rounds to 8, the smallest normal, which is its code), and so does every
+  // nonzero value of a column whose rebias is 0xFFFF; 0 gets 0. So a step needs the float32
+  // lanes where a nonzero |h| has a code below 8: min(packs(|h|), 8) less the code, with unsigned
+  // saturation, is nonzero there (packs keeps every |h| of 8 or more at 8 or more).
+  static constexpr bool kRebiasMarksSlow = true;
+  template <bool kStream>
   [[gnu::always_inline]] static bool codes32(const uint16_t* p, const uint16_t* rebias,
                                              uint8_t* d) {
-    const __m256i h0 = load16(p), h1 = load16(p + 16);
-    const __m256i rb0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias));
-    const __m256i rb1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias + 16));
-    __m256i unused = _mm256_setzero_si256();
-    const __m256i c0 = codes16_pow2_in_range<3, 7>(h0, rb0, &unused);
-    const __m256i c1 = codes16_pow2_in_range<3, 7>(h1, rb1, &unused);
     const __m256i abs = _mm256_set1_epi16(kAbs), one = _mm256_set1_epi16(1);
-    const __m256i below = _mm256_set1_epi16(127);
-    const __m256i d0 = _mm256_subs_epu16(_mm256_add_epi16(rb0, below),
-                                         _mm256_sub_epi16(_mm256_and_si256(h0, abs), one));
-    const __m256i d1 = _mm256_subs_epu16(_mm256_add_epi16(rb1, below),
-                                         _mm256_sub_epi16(_mm256_and_si256(h1, abs), one));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), pack32_bytes16(c0, c1));
-    const __m256i any = _mm256_or_si256(d0, d1);
-    return _mm256_testz_si256(any, any);
+    const __m256i h0 = load16(p), h1 = load16(p + 16);
+    const __m256i a0 = _mm256_and_si256(h0, abs), a1 = _mm256_and_si256(h1, abs);
+    const __m256i y0 =
+        _mm256_subs_epu16(a0, _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias)));
+    const __m256i y1 =
+        _mm256_subs_epu16(a1, _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias + 16)));
+    const __m256i r0 = _mm256_avg_epu16(y0, _mm256_and_si256(_mm256_srli_epi16(a0, 4), one));
+    const __m256i r1 = _mm256_avg_epu16(y1, _mm256_and_si256(_mm256_srli_epi16(a1, 4), one));
+    // Bytes in packs' order (the halves of the two vectors interleaved): the codes, h's signs
+    // (packs keeps a negative h negative), |h| at least 8 where it is.
+    const __m256i code = _mm256_packus_epi16(_mm256_srli_epi16(r0, 3), _mm256_srli_epi16(r1, 3));
+    const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
+    const __m256i low =
+        _mm256_subs_epu8(_mm256_min_epu8(_mm256_packs_epi16(a0, a1), _mm256_set1_epi8(8)), code);
+    columns::put32<kStream>(d, _mm256_permute4x64_epi64(_mm256_or_si256(code, sign), 0xD8));
+    return _mm256_testz_si256(low, low);
   }
   [[gnu::always_inline]] static void codes32_f32(const uint16_t* p, const float* scale_of,
                                                  uint8_t* d, LaneCounts& counts) {
@@ -428,9 +521,9 @@ void column_codes32_bf16_f32_lanes(const uint16_t* p, const float* scale_of, uin
 void column_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                                  uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                  bool power_2, float epsilon, const uint16_t* next,
-                                 int64_t next_bytes, BlockCastStats& st) {
+                                 int64_t next_bytes, bool stream, BlockCastStats& st) {
   columns::column_tiles<Bf16Avx2>(src, ld, rows, cols, dst, ldd, scale_inv, for_inf, power_2,
-                                  epsilon, next, next_bytes, st);
+                                  epsilon, next, next_bytes, stream, st);
 }
 
 }  // namespace mantissa::kernels::fp8::detail

@@ -4,11 +4,11 @@
 // bits are an elementwise maximum over the band's rows (vpmaxuw; a NaN's lie above infinity's),
 // read in memory order; the columns' scales come 16 at a time in float32 lanes (block_scale, f32(1
 // / f64(scale)) and amax * scale in double lanes); then the codes row by row from cache in 16-bit
-// lanes under per-column constants (codes16_pow2_in_range's arithmetic: |h| less a rebias with
-// unsigned saturation, rounded to nearest even on the 4 dropped bits), 32 to bytes by one vpmovwb.
-// 32 columns holding a NaN or an inf, under a scale that is not a power of 2 or lies above 2^120,
-// or a row's 32 values among which one's code is subnormal or flushed (an unsigned compare against
-// the columns' normal_from), take the float32 lanes of the AVX2 body
+// lanes under per-column constants (the AVX2 body's fast codes: |h| less a rebias with unsigned
+// saturation, rounded to nearest even on the 4 dropped bits by one vpavgw), 32 to bytes by one
+// vpmovwb. 32 columns holding a NaN or an inf, under a scale that is not a power of 2 or lies at
+// or above 2^120, or a row's 32 values among which a nonzero one's code lies below 8 (subnormal
+// or flushed), take the float32 lanes of the AVX2 body
 // (column_codes32_bf16_f32_lanes), which give the scalar cast's codes and counts. float32
 // (detail::column_tiles_f32_e4m3_avx512) walks the same way, 16 columns a vector, its codes the
 // integer codes of the AVX2 body, 16 to bytes by one vpmovdb. The same amax, scale, codes and
@@ -112,57 +112,64 @@ struct Bf16Avx512 {
   using Counts = BlockCastStats;
 
   static float amax_of(Bits bits) { return bf16_bits_to_float(bits); }
-  [[gnu::always_inline]] static void fold(uint16_t* top, const uint16_t* p) {
-    _mm512_store_si512(
-        top, _mm512_max_epu16(_mm512_load_si512(top),
-                              _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi16(kAbs))));
-  }
-  [[gnu::always_inline]] static void fold2(uint16_t* top, const uint16_t* p, const uint16_t* q) {
+  template <int kRows>
+  [[gnu::always_inline]] static void fold(uint16_t* top, const uint16_t* p, int64_t ld) {
     const __m512i abs = _mm512_set1_epi16(kAbs);
-    const __m512i m = _mm512_max_epu16(_mm512_and_si512(_mm512_loadu_si512(p), abs),
-                                       _mm512_and_si512(_mm512_loadu_si512(q), abs));
-    _mm512_store_si512(top, _mm512_max_epu16(_mm512_load_si512(top), m));
+    __m512i m[kRows];
+#pragma GCC unroll 4
+    for (int k = 0; k < kRows; ++k) m[k] = _mm512_and_si512(_mm512_loadu_si512(p + k * ld), abs);
+#pragma GCC unroll 4
+    for (int w = 1; w < kRows; w *= 2)
+#pragma GCC unroll 4
+      for (int k = 0; k + w < kRows; k += 2 * w) m[k] = _mm512_max_epu16(m[k], m[k + w]);
+    _mm512_store_si512(top, _mm512_max_epu16(_mm512_load_si512(top), m[0]));
   }
-  // The scales 16 at a time (block_scales16); the rebias is (120 - e) << 7. (The lanes of a
-  // column outside the fast codes may hold any value: its step takes the float32 lanes.)
+  // The scales 16 at a time (block_scales16). A column's rebias is ((120 - e) << 7) - 6 where
+  // the fast codes apply and e < 120, else 0xFFFF, which makes every nonzero value of the column
+  // take the float32 lanes (codes32).
   [[gnu::always_inline]] static bool scales32(const uint16_t* top, float for_inf, bool power_2,
                                               float epsilon, float* scale_of, float* inv,
                                               uint16_t* rebias, Acc& acc, uint32_t& nan) {
     const __m512i t = _mm512_load_si512(top);
     const __mmask32 nan_lanes = _mm512_cmpgt_epu16_mask(t, _mm512_set1_epi16(kInfBits));
     __m512i rb[2];
-    __mmask16 fast[2];
     for (int h = 0; h < 2; ++h) {
       const __m512i b32 = _mm512_cvtepu16_epi32(half_of(t, h));
       const __m512 amax = _mm512_castsi512_ps(_mm512_slli_epi32(b32, 16));
+      __mmask16 fast;
       const __m512i e =
           block_scales16(amax, static_cast<__mmask16>(nan_lanes >> (16 * h)), for_inf, power_2,
-                         epsilon, scale_of + 16 * h, inv + 16 * h, acc.amax, acc.top, fast[h]);
-      rb[h] = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(120), e), 7);
+                         epsilon, scale_of + 16 * h, inv + 16 * h, acc.amax, acc.top, fast);
+      fast &= _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(120));
+      const __m512i r = _mm512_sub_epi32(
+          _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(120), e), 7), _mm512_set1_epi32(6));
+      rb[h] = _mm512_mask_mov_epi32(_mm512_set1_epi32(0xFFFF), fast, r);
     }
     _mm512_store_si512(rebias,
                        _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(rb[0])),
                                           _mm512_cvtepi32_epi16(rb[1]), 1));
     nan = nan_lanes;
-    return (fast[0] & fast[1]) == 0xFFFF;
+    return true;
   }
-  // A value's code is subnormal or flushed where 0 < |h| < normal_from = rebias + 128: |h| - 1
-  // below rebias + 127 (0 wraps to 0xFFFF).
+  // The AVX2 body's codes (Bf16Avx2::codes32: y = |h| less the column's rebias with unsigned
+  // saturation, avg(y, bit 4 of |h|) >> 3), 32 to bytes by one vpmovwb; a step takes the float32
+  // lanes where a nonzero |h| has a code below 8 (avg below 64).
+  static constexpr bool kRebiasMarksSlow = true;
+  template <bool kStream>
   [[gnu::always_inline]] static bool codes32(const uint16_t* p, const uint16_t* rebias,
                                              uint8_t* d) {
     const __m512i h = _mm512_loadu_si512(p);
-    const __m512i rb = _mm512_load_si512(rebias);
     const __m512i a = _mm512_and_si512(h, _mm512_set1_epi16(kAbs));
-    const __mmask32 below = _mm512_cmplt_epu16_mask(_mm512_sub_epi16(a, _mm512_set1_epi16(1)),
-                                                    _mm512_add_epi16(rb, _mm512_set1_epi16(127)));
-    const __m512i y = _mm512_subs_epu16(a, rb);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi16(y, 4), _mm512_set1_epi16(1));
-    const __m512i r = _mm512_add_epi16(_mm512_add_epi16(y, _mm512_set1_epi16(7)), lsb);
-    // (r >> 4) | ((h >> 8) & 0x80)
-    const __m512i code = _mm512_ternarylogic_epi32(_mm512_srli_epi16(r, 4), _mm512_srli_epi16(h, 8),
+    const __m512i y = _mm512_subs_epu16(a, _mm512_load_si512(rebias));
+    const __m512i r =
+        _mm512_avg_epu16(y, _mm512_and_si512(_mm512_srli_epi16(a, 4), _mm512_set1_epi16(1)));
+    const __mmask32 low =
+        _mm512_mask_cmplt_epu16_mask(_mm512_test_epi16_mask(a, a), r, _mm512_set1_epi16(64));
+    // (r >> 3) | ((h >> 8) & 0x80)
+    const __m512i code = _mm512_ternarylogic_epi32(_mm512_srli_epi16(r, 3), _mm512_srli_epi16(h, 8),
                                                    _mm512_set1_epi16(0x80), 0xF8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm512_cvtepi16_epi8(code));
-    return below == 0;
+    columns::put32<kStream>(d, _mm512_cvtepi16_epi8(code));
+    return low == 0;
   }
   static void codes32_f32(const uint16_t* p, const float* scale_of, uint8_t* d,
                           BlockCastStats& counts) {
@@ -200,16 +207,17 @@ struct F32Avx512 {
   using Counts = LaneCounts;
 
   static float amax_of(Bits bits) { return std::bit_cast<float>(bits); }
-  [[gnu::always_inline]] static void fold(uint32_t* top, const float* p) {
-    _mm512_store_si512(
-        top, _mm512_max_epu32(_mm512_load_si512(top),
-                              _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi32(kAbs))));
-  }
-  [[gnu::always_inline]] static void fold2(uint32_t* top, const float* p, const float* q) {
+  template <int kRows>
+  [[gnu::always_inline]] static void fold(uint32_t* top, const float* p, int64_t ld) {
     const __m512i abs = _mm512_set1_epi32(kAbs);
-    const __m512i m = _mm512_max_epu32(_mm512_and_si512(_mm512_loadu_si512(p), abs),
-                                       _mm512_and_si512(_mm512_loadu_si512(q), abs));
-    _mm512_store_si512(top, _mm512_max_epu32(_mm512_load_si512(top), m));
+    __m512i m[kRows];
+#pragma GCC unroll 4
+    for (int k = 0; k < kRows; ++k) m[k] = _mm512_and_si512(_mm512_loadu_si512(p + k * ld), abs);
+#pragma GCC unroll 4
+    for (int w = 1; w < kRows; w *= 2)
+#pragma GCC unroll 4
+      for (int k = 0; k + w < kRows; k += 2 * w) m[k] = _mm512_max_epu32(m[k], m[k + w]);
+    _mm512_store_si512(top, _mm512_max_epu32(_mm512_load_si512(top), m[0]));
   }
   // The scales 16 at a time (block_scales16); the rebias is ((120 - e) << 23) less the
   // rounding's 2^19 - 1.
@@ -231,8 +239,11 @@ struct F32Avx512 {
   }
   // A value's code is subnormal or flushed where 0 < |x| < normal_from: |x| - 1 below
   // normal_from - 1, which is rebias + 2^23 + 2^19 - 2.
+  static constexpr bool kRebiasMarksSlow = false;
+  template <bool kStream>
   [[gnu::always_inline]] static bool codes32(const float* p, const int32_t* rebias, uint8_t* d) {
     __mmask16 below = 0;
+    __m128i half[2];
     for (int h = 0; h < 2; ++h) {
       const __m512i x = _mm512_loadu_si512(p + 16 * h);
       const __m512i rb = _mm512_load_si512(rebias + 16 * h);
@@ -247,8 +258,10 @@ struct F32Avx512 {
       // code | ((x >> 24) & 0x80)
       const __m512i bytes =
           _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(x, 24), _mm512_set1_epi32(0x80), 0xF8);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16 * h), _mm512_cvtepi32_epi8(bytes));
+      half[h] = _mm512_cvtepi32_epi8(bytes);
     }
+    columns::put32<kStream>(d,
+                            _mm256_inserti128_si256(_mm256_castsi128_si256(half[0]), half[1], 1));
     return below == 0;
   }
   [[gnu::always_inline]] static void codes32_f32(const float* p, const float* scale_of, uint8_t* d,
@@ -275,17 +288,17 @@ struct F32Avx512 {
 void column_tiles_f32_e4m3_avx512(const float* src, int64_t ld, int64_t rows, int64_t cols,
                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                   bool power_2, float epsilon, const float* next,
-                                  int64_t next_bytes, BlockCastStats& st) {
+                                  int64_t next_bytes, bool stream, BlockCastStats& st) {
   columns::column_tiles<F32Avx512>(src, ld, rows, cols, dst, ldd, scale_inv, for_inf, power_2,
-                                   epsilon, next, next_bytes, st);
+                                   epsilon, next, next_bytes, stream, st);
 }
 
 void column_tiles_bf16_e4m3_avx512(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                                    uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                    bool power_2, float epsilon, const uint16_t* next,
-                                   int64_t next_bytes, BlockCastStats& st) {
+                                   int64_t next_bytes, bool stream, BlockCastStats& st) {
   columns::column_tiles<Bf16Avx512>(src, ld, rows, cols, dst, ldd, scale_inv, for_inf, power_2,
-                                    epsilon, next, next_bytes, st);
+                                    epsilon, next, next_bytes, stream, st);
 }
 
 }  // namespace mantissa::kernels::fp8::detail

@@ -292,17 +292,18 @@ struct F32Avx2 {
 
   static float amax_of(Bits bits) { return std::bit_cast<float>(bits); }
   // Magnitude bits are at most 0x7FFFFFFF: a signed maximum orders them.
-  [[gnu::always_inline]] static void fold(uint32_t* top, const float* p) {
-    auto* t = reinterpret_cast<__m256i*>(top);
-    _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t),
-                                           _mm256_and_si256(load8i(p), _mm256_set1_epi32(kAbs))));
-  }
-  [[gnu::always_inline]] static void fold2(uint32_t* top, const float* p, const float* q) {
+  template <int kRows>
+  [[gnu::always_inline]] static void fold(uint32_t* top, const float* p, int64_t ld) {
     const __m256i abs = _mm256_set1_epi32(kAbs);
+    __m256i m[kRows];
+#pragma GCC unroll 4
+    for (int k = 0; k < kRows; ++k) m[k] = _mm256_and_si256(load8i(p + k * ld), abs);
+#pragma GCC unroll 4
+    for (int w = 1; w < kRows; w *= 2)
+#pragma GCC unroll 4
+      for (int k = 0; k + w < kRows; k += 2 * w) m[k] = _mm256_max_epi32(m[k], m[k + w]);
     auto* t = reinterpret_cast<__m256i*>(top);
-    const __m256i m =
-        _mm256_max_epi32(_mm256_and_si256(load8i(p), abs), _mm256_and_si256(load8i(q), abs));
-    _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t), m));
+    _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t), m[0]));
   }
   // The scales 8 at a time (block_scales8); the rebias is ((120 - e) << 23) less the rounding's
   // 2^19 - 1.
@@ -327,6 +328,8 @@ struct F32Avx2 {
   }
   // code_of under each column's rebias; a value's code is subnormal or flushed where 0 < |x| <
   // normal_from: |x| - 1 below normal_from - 1, which is rebias + 2^23 + 2^19 - 2.
+  static constexpr bool kRebiasMarksSlow = false;
+  template <bool kStream>
   [[gnu::always_inline]] static bool codes32(const float* p, const int32_t* rebias, uint8_t* d) {
     const __m256i to_below = _mm256_set1_epi32((1 << 23) + (1 << 19) - 2);
     __m256i x[4], code[4];
@@ -347,9 +350,8 @@ struct F32Avx2 {
         _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
     const __m256i bytes =
         _mm256_or_si256(codes, _mm256_and_si256(signs, _mm256_set1_epi8(static_cast<char>(0x80))));
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(d),
-        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    columns::put32<kStream>(
+        d, _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
     return _mm256_movemask_epi8(ok) == -1;
   }
   [[gnu::always_inline]] static void codes32_f32(const float* p, const float* scale_of, uint8_t* d,
@@ -367,9 +369,9 @@ struct F32Avx2 {
 void column_tiles_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, int64_t cols,
                                 uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                 bool power_2, float epsilon, const float* next, int64_t next_bytes,
-                                BlockCastStats& st) {
+                                bool stream, BlockCastStats& st) {
   columns::column_tiles<F32Avx2>(src, ld, rows, cols, dst, ldd, scale_inv, for_inf, power_2,
-                                 epsilon, next, next_bytes, st);
+                                 epsilon, next, next_bytes, stream, st);
 }
 
 }  // namespace mantissa::kernels::fp8::detail
