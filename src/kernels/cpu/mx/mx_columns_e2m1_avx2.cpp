@@ -35,10 +35,9 @@ using namespace avx2_lanes;
 // The amax bits (float32 bits, NaN above 0x7F800000) of a chunk's columns c0 + 8g..c0 + 8g + 7
 // in amax[g], over its n rows, four vectors of columns at a time in registers; bfloat16 as
 // maxima of 16 columns' magnitude bits in 16-bit lanes (groups a multiple of 8), widened once.
-// With kFetch, a line of the next chunk is fetched a 64 bytes read.
-template <DType::Id kSrc, bool kFetch>
+template <DType::Id kSrc>
 [[gnu::always_inline]] inline void column_amax(const void* src, int64_t ld, int n, int64_t c0,
-                                               int64_t groups, __m256i* amax, Ahead& ahead) {
+                                               int64_t groups, __m256i* amax) {
   constexpr bool kBf16 = kSrc == DType::Id::bf16;
   using T = std::conditional_t<kBf16, uint16_t, float>;
   constexpr int kLanes = 32 / sizeof(T);
@@ -50,10 +49,6 @@ template <DType::Id kSrc, bool kFetch>
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) m[j] = _mm256_setzero_si256();
     for (int k = 0; k < n; ++k) {
-      if constexpr (kFetch) {
-        ahead.next();
-        ahead.next();
-      }
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         const __m256i a = _mm256_and_si256(
@@ -88,7 +83,7 @@ void e2m1_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t width, u
   alignas(32) __m256i amax[kMax];
   alignas(32) float mul[kMax * 8];
   const int64_t groups = width / 8;
-  column_amax<kSrc, false>(src, ld, n, c0, groups, amax, ahead);
+  column_amax<kSrc>(src, ld, n, c0, groups, amax);
   alignas(32) uint32_t fallback[kMax];
   for (int64_t g = 0; g < groups; ++g) {
     alignas(32) uint32_t bits[8];
@@ -196,7 +191,9 @@ struct Fp4Consts {
 inline int64_t byte_sum(__m256i v) { return lane_sum(_mm256_sad_epu8(v, _mm256_setzero_si256())); }
 
 // A band's E2M1 codes under the floor scale by the table: chunks of `width` columns (a multiple
-// of 64) from column c0.
+// of 64) from column c0, a line of the next chunk fetched a 64 source bytes the second pass reads
+// (in the first pass the fetches would come in a burst, and the second pass would leave the memory
+// idle).
 template <bool kStats, DType::Id kSrc>
 void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t width, uint8_t* codes,
                       int64_t code_row, uint8_t* scale_row, MxStatsRun* runs, int64_t& saturated,
@@ -211,7 +208,7 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
   // Per 8 columns: amax bits (32-bit lanes), the offsets, and `fast`, the table's columns.
   alignas(32) __m256i amax[kMax], off[kMax], fast[kMax];
   const int64_t groups = width / 8;
-  column_amax<kSrc, true>(src, ld, n, c0, groups, amax, ahead);
+  column_amax<kSrc>(src, ld, n, c0, groups, amax);
   alignas(32) uint32_t fallback[kMax];
   for (int64_t g = 0; g < groups; ++g) {
     alignas(32) uint32_t bits[8];
@@ -242,7 +239,8 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
     uint8_t* out = codes + k * code_row + c0 / 2;
     __m256i sat = _mm256_setzero_si256(), flush = _mm256_setzero_si256();
     for (int64_t g = 0; g < groups; g += 8) {  // 64 columns: 32 bytes
-      ahead.next();
+#pragma GCC unroll 4
+      for (int f = 0; f < 64 * kItem / 64; ++f) ahead.next();
       __m256i pairs[2];
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
