@@ -7,6 +7,7 @@
 // and columns beyond the vectors' groups (E2M1: an odd count), into buffers at several offsets.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -275,6 +276,41 @@ void check_fp8_edges(DType dtype) {
 TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsBf16) { check_fp8_edges(kBFloat16); }
 
 TEST(MxColumns, Fp8EdgeBlocksGiveTheScalarBytesAndStatisticsF32) { check_fp8_edges(kFloat32); }
+
+// FP8 blocks with one nonzero element below the normal codes in a single row (a subnormal code or
+// a flushed one; the row differs from block to block, some blocks have none), the other rows
+// normal values and signed zeros: the bodies take such a row's step in float32 lanes and the other
+// rows in their own; 9 block rows and 80 columns (two steps of 32 and 16 beyond), each element
+// format and rounding, with and without statistics, at every level.
+void check_fp8_low_rows(DType dtype) {
+  const int64_t rows = 288, cols = 80;
+  std::vector<uint16_t> x(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t b = r / 32;
+      const auto h = static_cast<uint32_t>((r * cols + c) * 2654435761u);
+      float v = static_cast<float>((h >> 8) & 0xFFFF) / 4096.0f - 8.0f;
+      if (h % 7 == 0) v = (h & 8) ? -0.0f : 0.0f;
+      if ((c + b) % 5 != 0 && r % 32 == (c * 3 + b) % 32)
+        v = std::ldexp(1.0f, -12 - static_cast<int>((c + 2 * b) % 16));
+      x[static_cast<size_t>(r * cols + c)] = float_to_bf16_bits((r + c) % 3 == 0 ? -v : v);
+    }
+  const auto [xs, t] = source_and_transpose(x, rows, cols, dtype);
+  for (const Element e : {Element::kE4m3, Element::kE5m2})
+    for (const E8m0Rounding rd : {E8m0Rounding::kFloor, E8m0Rounding::kRceil}) {
+      MxCastStats want;
+      compare_levels(xs, t, dtype, rows, cols, e, rd, {0}, simd_levels_here(), &want);
+      if (e == Element::kE4m3) EXPECT_GT(want.flushed, 0);
+    }
+}
+
+TEST(MxColumns, Fp8LowElementsInSingleRowsGiveTheScalarBytesAndStatisticsBf16) {
+  check_fp8_low_rows(kBFloat16);
+}
+
+TEST(MxColumns, Fp8LowElementsInSingleRowsGiveTheScalarBytesAndStatisticsF32) {
+  check_fp8_low_rows(kFloat32);
+}
 
 // Every element format at every level on a short last band of 7 rows (551 rows) and 277
 // columns (8 groups of 32, 21 beyond them, an odd count for E2M1's nibbles): every bfloat16 bit

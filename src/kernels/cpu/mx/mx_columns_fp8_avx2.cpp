@@ -259,6 +259,17 @@ template <Element E, bool kStats>
   return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// Whether a lane of the bfloat16 bits h0, h1 holds a nonzero |x| below its column's `from`:
+// |x| - 1 < from - 1 (unsigned; from1: from - 1, 0 in lanes not to check).
+[[gnu::always_inline]] inline bool below_normal(__m256i h0, __m256i h1, __m256i from1_0,
+                                                __m256i from1_1) {
+  const __m256i mag = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
+  const __m256i b0 = _mm256_subs_epu16(from1_0, _mm256_sub_epi16(_mm256_and_si256(h0, mag), one));
+  const __m256i b1 = _mm256_subs_epu16(from1_1, _mm256_sub_epi16(_mm256_and_si256(h1, mag), one));
+  const __m256i any = _mm256_or_si256(b0, b1);
+  return !_mm256_testz_si256(any, any);
+}
+
 // A bfloat16 band's FP8 codes: chunks of `width` columns (a multiple of 32) from column c0.
 template <Element E, E8m0Rounding R, bool kStats>
 void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t width,
@@ -266,13 +277,14 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
                     int64_t& saturated, int64_t& flushed, Ahead ahead, bool stream) {
   using L = Bf16Lanes<E>;
   constexpr int64_t kMax = kChunkBytes / (kMxBlock * 2) / 16;
-  alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax];
+  alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax], low_from[kMax];
   const int64_t groups = width / 16;
   // Pass 1: the columns' largest magnitude bits and least |x| - 1 (0xFFFF for a zero).
   column_extremes<DType::Id::bf16>(src + c0, ld, n, groups, amax, lowest);
   // The columns' scales and lane constants. The columns the lanes do not cast (bit j of
   // fallback[g]: the scalar body's; of low[g]: nonzero elements below the normal codes, encoded
-  // again in float32 lanes) get sat_above 0x7FFF (their statistics are counted there).
+  // again in float32 lanes) get sat_above 0x7FFF (their statistics are counted there); low_from
+  // holds `from` - 1 in the lanes of low[g], 0 in the others.
   alignas(32) uint32_t fallback[kMax], low[kMax];
   alignas(32) float muls[kMax * 16];
   for (int64_t g = 0; g < groups; ++g) {
@@ -297,18 +309,25 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
         static_cast<unsigned>(_mm256_movemask_epi8(_mm256_packs_epi16(fine, fine)));
     low[g] = ~((fine_bits & 0xFFu) | ((fine_bits >> 8) & 0xFF00u)) & 0xFFFFu & ~fb;
     fallback[g] = fb;
+    low_from[g] = _mm256_setzero_si256();
     if (fb | low[g]) {
-      alignas(32) uint16_t lanes[16];
+      alignas(32) uint16_t lanes[16], lf[16];
       _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sat_above[g]);
-      for (int j = 0; j < 16; ++j)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lf),
+                         _mm256_sub_epi16(from, _mm256_set1_epi16(1)));
+      for (int j = 0; j < 16; ++j) {
         if (((fb | low[g]) >> j) & 1u) lanes[j] = 0x7FFF;
+        if (!((low[g] >> j) & 1u)) lf[j] = 0;
+      }
       sat_above[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+      low_from[g] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lf));
     }
     if constexpr (kStats)
       record_columns<E, DType::Id::bf16>(runs + c0 + 16 * g, bits, s, mul, 16, fb);
   }
   // Pass 2: each row's codes, two groups (32 columns, 32 bytes) a step; a step with columns of
-  // low[] in float32 lanes.
+  // low[] in float32 lanes where the row holds one of their nonzero elements below the normal
+  // codes (with statistics in every row: the float32 lanes count those columns' elements).
   __m256i sat = _mm256_setzero_si256(), sat32 = sat, flush32 = sat;
   for (int k = 0; k < n; ++k) {
     const uint16_t* row = src + k * ld + c0;
@@ -325,7 +344,8 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
       const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
       const __m256i c = _mm256_min_epu8(_mm256_packus_epi16(x0, x1), _mm256_set1_epi8(L::kMaxCode));
       __m256i bytes = _mm256_permute4x64_epi64(_mm256_or_si256(c, sign), 0xD8);
-      if (const uint32_t l = low[g] | (low[g + 1] << 16)) [[unlikely]] {
+      if (const uint32_t l = low[g] | (low[g + 1] << 16);
+          l && (kStats || below_normal(h0, h1, low_from[g], low_from[g + 1]))) [[unlikely]] {
         const __m256 x[4] = {
             widen8(_mm256_castsi256_si128(h0)), widen8(_mm256_extracti128_si256(h0, 1)),
             widen8(_mm256_castsi256_si128(h1)), widen8(_mm256_extracti128_si256(h1, 1))};
@@ -360,6 +380,19 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
   }
 }
 
+// Whether a lane of the float32 bits v[0..3] holds a nonzero |x| below its column's `from`:
+// |x| - 1 < from - 1 (unsigned; from1[q]: from - 1, 0 in lanes not to check).
+[[gnu::always_inline]] inline bool below_normal32(const __m256i* v, const __m256i* from1) {
+  __m256i fine = _mm256_set1_epi32(-1);
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    const __m256i a1 = _mm256_sub_epi32(_mm256_and_si256(v[q], _mm256_set1_epi32(0x7FFFFFFF)),
+                                        _mm256_set1_epi32(1));
+    fine = _mm256_and_si256(fine, _mm256_cmpeq_epi32(_mm256_max_epu32(a1, from1[q]), a1));
+  }
+  return !_mm256_testc_si256(fine, _mm256_set1_epi32(-1));
+}
+
 // A float32 band's FP8 codes: chunks of `width` columns (a multiple of 32) from column c0.
 template <Element E, E8m0Rounding R, bool kStats>
 void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t width, uint8_t* codes,
@@ -367,11 +400,12 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
                    int64_t& flushed, Ahead ahead, bool stream) {
   using L = Bf16Lanes<E>;
   constexpr int64_t kMax = kChunkBytes / (kMxBlock * 4) / 8;
-  alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax];
+  alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax], low_from[kMax];
   const int64_t groups = width / 8;
   column_extremes<DType::Id::f32>(src + c0, ld, n, groups, amax, lowest);
   // The columns the lanes do not cast: bit j of fallback[g] the scalar body's, of low[g] those
-  // with nonzero elements below the normal codes, encoded again in float32 lanes.
+  // with nonzero elements below the normal codes, encoded again in float32 lanes (low_from: their
+  // `from` - 1, 0 in the other lanes).
   alignas(32) uint32_t fallback[kMax], low[kMax];
   alignas(32) float muls[kMax * 8];
   for (int64_t g = 0; g < groups; ++g) {
@@ -389,6 +423,7 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
     const unsigned fb = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(bad)));
     low[g] = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(fine))) & 0xFFu & ~fb;
     sat_above[g] = _mm256_blendv_epi8(_mm256_set1_epi32(0x7FFFFFFF), sat_above[g], fine);
+    low_from[g] = _mm256_andnot_si256(_mm256_or_si256(fine, bad), floor);
     fallback[g] = fb;
     if constexpr (kStats) record_columns<E, DType::Id::f32>(runs + c0 + 8 * g, bits, s, mul, 8, fb);
   }
@@ -415,9 +450,11 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
           _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
       const __m256i bytes = _mm256_or_si256(codes8, _mm256_and_si256(sign, _mm256_set1_epi8(-128)));
       __m256i ordered = _mm256_permutevar8x32_epi32(bytes, order);
-      // A step with columns of low[] in float32 lanes.
-      if (const uint32_t l = low[g] | (low[g + 1] << 8) | (low[g + 2] << 16) | (low[g + 3] << 24))
-          [[unlikely]] {
+      // A step with columns of low[] in float32 lanes where the row holds one of their nonzero
+      // elements below the normal codes (with statistics in every row: the float32 lanes count
+      // those columns' elements).
+      if (const uint32_t l = low[g] | (low[g + 1] << 8) | (low[g + 2] << 16) | (low[g + 3] << 24);
+          l && (kStats || below_normal32(v, low_from + g))) [[unlikely]] {
         const __m256 x[4] = {_mm256_castsi256_ps(v[0]), _mm256_castsi256_ps(v[1]),
                              _mm256_castsi256_ps(v[2]), _mm256_castsi256_ps(v[3])};
         ordered = step_codes_f32<E, kStats>(x, muls + 8 * g, l, sat32, flush32);
