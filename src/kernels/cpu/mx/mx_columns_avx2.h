@@ -25,10 +25,15 @@ struct Ahead {
   int rows = 0;
   int row = 0;
   int64_t at = 0;  // the next line's offset in `row`
-  [[gnu::always_inline]] void next() {
+  [[gnu::always_inline]] void next() { next_lines<1>(); }
+  // kN lines at once: row_bytes a multiple of 64 kN.
+  template <int kN>
+  [[gnu::always_inline]] void next_lines() {
     if (row >= rows) return;
-    _mm_prefetch(base + row * ld_bytes + at, _MM_HINT_T1);
-    at += 64;
+    const char* p = base + row * ld_bytes + at;
+#pragma GCC unroll 4
+    for (int i = 0; i < kN; ++i) _mm_prefetch(p + 64 * i, _MM_HINT_T1);
+    at += 64 * kN;
     if (at >= row_bytes) {
       at = 0;
       ++row;

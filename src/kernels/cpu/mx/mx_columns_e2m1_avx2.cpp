@@ -239,8 +239,7 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
     uint8_t* out = codes + k * code_row + c0 / 2;
     __m256i sat = _mm256_setzero_si256(), flush = _mm256_setzero_si256();
     for (int64_t g = 0; g < groups; g += 8) {  // 64 columns: 32 bytes
-#pragma GCC unroll 4
-      for (int f = 0; f < 64 * kItem / 64; ++f) ahead.next();
+      ahead.next_lines<kItem>();               // 64 columns: 2 or 4 lines
       __m256i pairs[2];
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {

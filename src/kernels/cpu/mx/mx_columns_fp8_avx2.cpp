@@ -433,8 +433,7 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
     const float* row = src + k * ld + c0;
     uint8_t* out = codes + k * code_row + c0;
     for (int64_t g = 0; g < groups; g += 4) {
-      ahead.next();
-      ahead.next();
+      ahead.next_lines<2>();
       __m256i v[4], c[4];
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
