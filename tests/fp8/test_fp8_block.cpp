@@ -62,6 +62,50 @@ std::vector<uint32_t> bits_of(const std::vector<float>& v) {
   return b;
 }
 
+// The codes (1 byte each), scale inverses and statistics of one of the three block casts.
+struct BlockCastOut {
+  std::vector<uint8_t> codes;
+  std::vector<float> inv;
+  kf::BlockCastStats stats;
+};
+
+enum class BlockCastKind { k1x128, k128x128, k128x1 };
+
+const char* name_of(BlockCastKind kind) {
+  return kind == BlockCastKind::k1x128     ? "1x128"
+         : kind == BlockCastKind::k128x128 ? "128x128"
+                                           : "128x1";
+}
+
+// x's (a matrix) block cast of `kind` to E4M3 at `level`, into buffers first filled with `fill`.
+BlockCastOut block_cast_at(const Tensor& x, BlockCastKind kind, bool power_2, SimdLevel level,
+                           uint8_t fill = 0) {
+  const int64_t rows = x.size(0), cols = x.size(1);
+  const int64_t n_inv = kind == BlockCastKind::k1x128 ? rows * kf::block_count(cols)
+                        : kind == BlockCastKind::k128x128
+                            ? kf::block_count(rows) * kf::block_count(cols)
+                            : cols * kf::block_count(rows);
+  BlockCastOut out;
+  out.codes.assign(static_cast<size_t>(rows * cols), fill);
+  out.inv.assign(static_cast<size_t>(n_inv), 0.0f);
+  const auto cast = kind == BlockCastKind::k1x128     ? kf::quantize_1x128
+                    : kind == BlockCastKind::k128x128 ? kf::quantize_128x128
+                                                      : kf::quantize_128x1;
+  out.stats = cast(x.data_ptr(), x.dtype(), rows, cols, cols, out.codes.data(), out.inv.data(),
+                   kFloat8_e4m3fn, power_2, 0.0f, level);
+  return out;
+}
+
+// The same bytes, scale bits and statistics.
+void expect_same_block_cast(const BlockCastOut& got, const BlockCastOut& want) {
+  EXPECT_EQ(got.codes, want.codes);
+  EXPECT_EQ(bits_of(got.inv), bits_of(want.inv));
+  EXPECT_EQ(std::bit_cast<uint32_t>(got.stats.amax), std::bit_cast<uint32_t>(want.stats.amax));
+  EXPECT_EQ(got.stats.saturated, want.stats.saturated);
+  EXPECT_EQ(got.stats.flushed, want.stats.flushed);
+  EXPECT_EQ(got.stats.peak, want.stats.peak);
+}
+
 // The codes' bytes (to_vector would convert their values).
 std::vector<uint8_t> bytes_of(const Tensor& codes) {
   const Tensor c = codes.contiguous();
@@ -443,42 +487,16 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
   at(130, 4 * 128 + 7) = 3.0f;  // the others flush
   for (const DType dt : {kBFloat16, kFloat32}) {
     const Tensor x = tensor(v, {rows, cols}).to(dt);
-    for (const int kind : {0, 1, 2})  // 1x128, 128x128, 128x1
+    for (const BlockCastKind kind :
+         {BlockCastKind::k1x128, BlockCastKind::k128x128, BlockCastKind::k128x1})
       for (const bool power_2 : {true, false}) {
-        const bool blocks = kind == 1, transposed = kind == 2;
-        const int64_t n_inv = blocks       ? kf::block_count(rows) * kf::block_count(cols)
-                              : transposed ? cols * kf::block_count(rows)
-                                           : rows * kf::block_count(cols);
-        const auto run = [&](SimdLevel level, std::vector<uint8_t>& codes,
-                             std::vector<float>& inv) {
-          codes.assign(static_cast<size_t>(rows * cols), 0);
-          inv.assign(static_cast<size_t>(n_inv), 0.0f);
-          if (transposed)
-            return kf::quantize_128x1(x.data_ptr(), dt, rows, cols, cols, codes.data(), inv.data(),
-                                      kFloat8_e4m3fn, power_2, 0.0f, level);
-          return blocks ? kf::quantize_128x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
-                                               inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level)
-                        : kf::quantize_1x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
-                                             inv.data(), kFloat8_e4m3fn, power_2, 0.0f, level);
-        };
-        std::vector<uint8_t> want_codes, got_codes;
-        std::vector<float> want_inv, got_inv;
-        const kf::BlockCastStats want = run(SimdLevel::kScalar, want_codes, want_inv);
-        EXPECT_GT(want.flushed, 0);
-        EXPECT_TRUE(std::isinf(want.amax));
+        const BlockCastOut want = block_cast_at(x, kind, power_2, SimdLevel::kScalar);
+        EXPECT_GT(want.stats.flushed, 0);
+        EXPECT_TRUE(std::isinf(want.stats.amax));
         for (SimdLevel level : simd_levels_here()) {
-          SCOPED_TRACE(std::string(dt.name()) + " " + simd_level_name(level) +
-                       (blocks       ? " 128x128"
-                        : transposed ? " 128x1"
-                                     : " 1x128") +
+          SCOPED_TRACE(std::string(dt.name()) + " " + simd_level_name(level) + " " + name_of(kind) +
                        (power_2 ? " power-2" : " fp32"));
-          const kf::BlockCastStats got = run(level, got_codes, got_inv);
-          EXPECT_EQ(got_codes, want_codes);
-          EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
-          EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
-          EXPECT_EQ(got.saturated, want.saturated);
-          EXPECT_EQ(got.flushed, want.flushed);
-          EXPECT_EQ(got.peak, want.peak);
+          expect_same_block_cast(block_cast_at(x, kind, power_2, level), want);
         }
       }
   }
@@ -595,36 +613,14 @@ TEST(Fp8Block, StreamedCodesAreTheScalarCast) {
     at(5, c) = 0.015625f * (1.0f - 0.001f * static_cast<float>(c - 3200));
   for (const DType dt : {kBFloat16, kFloat32}) {
     const Tensor x = tensor(v, {rows, cols}).to(dt);
-    for (const int kind : {0, 1, 2}) {  // 1x128, 128x128, 128x1
-      if (dt == kFloat32 && kind != 2) continue;
-      const int64_t n_inv = kind == 0   ? rows * kf::block_count(cols)
-                            : kind == 1 ? kf::block_count(rows) * kf::block_count(cols)
-                                        : cols * kf::block_count(rows);
-      const auto run = [&](SimdLevel level, std::vector<uint8_t>& codes, std::vector<float>& inv) {
-        codes.assign(static_cast<size_t>(rows * cols), 0x55);
-        inv.assign(static_cast<size_t>(n_inv), 0.0f);
-        if (kind == 2)
-          return kf::quantize_128x1(x.data_ptr(), dt, rows, cols, cols, codes.data(), inv.data(),
-                                    kFloat8_e4m3fn, true, 0.0f, level);
-        return kind == 1 ? kf::quantize_128x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
-                                                inv.data(), kFloat8_e4m3fn, true, 0.0f, level)
-                         : kf::quantize_1x128(x.data_ptr(), dt, rows, cols, cols, codes.data(),
-                                              inv.data(), kFloat8_e4m3fn, true, 0.0f, level);
-      };
-      std::vector<uint8_t> want_codes, got_codes;
-      std::vector<float> want_inv, got_inv;
-      const kf::BlockCastStats want = run(SimdLevel::kScalar, want_codes, want_inv);
-      EXPECT_GT(want.flushed, 0);
+    for (const BlockCastKind kind :
+         {BlockCastKind::k1x128, BlockCastKind::k128x128, BlockCastKind::k128x1}) {
+      if (dt == kFloat32 && kind != BlockCastKind::k128x1) continue;
+      const BlockCastOut want = block_cast_at(x, kind, true, SimdLevel::kScalar, 0x55);
+      EXPECT_GT(want.stats.flushed, 0);
       for (SimdLevel level : simd_levels_here()) {
-        SCOPED_TRACE(std::string(dt.name()) + " " + simd_level_name(level) + " kind " +
-                     std::to_string(kind));
-        const kf::BlockCastStats got = run(level, got_codes, got_inv);
-        EXPECT_EQ(got_codes, want_codes);
-        EXPECT_EQ(bits_of(got_inv), bits_of(want_inv));
-        EXPECT_EQ(std::bit_cast<uint32_t>(got.amax), std::bit_cast<uint32_t>(want.amax));
-        EXPECT_EQ(got.saturated, want.saturated);
-        EXPECT_EQ(got.flushed, want.flushed);
-        EXPECT_EQ(got.peak, want.peak);
+        SCOPED_TRACE(std::string(dt.name()) + " " + simd_level_name(level) + " " + name_of(kind));
+        expect_same_block_cast(block_cast_at(x, kind, true, level, 0x55), want);
       }
     }
   }
