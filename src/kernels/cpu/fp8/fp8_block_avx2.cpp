@@ -422,18 +422,14 @@ struct Bf16Avx2 {
 
   static float amax_of(Bits bits) { return bf16_bits_to_float(bits); }
   // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
-  template <int kRows>
-  [[gnu::always_inline]] static void fold(uint16_t* top, const uint16_t* p, int64_t ld) {
-    const __m256i abs = _mm256_set1_epi16(kAbs);
-    __m256i m[kRows];
-#pragma GCC unroll 4
-    for (int k = 0; k < kRows; ++k) m[k] = _mm256_and_si256(load16(p + k * ld), abs);
-#pragma GCC unroll 4
-    for (int w = 1; w < kRows; w *= 2)
-#pragma GCC unroll 4
-      for (int k = 0; k + w < kRows; k += 2 * w) m[k] = _mm256_max_epi16(m[k], m[k + w]);
+  using Vec = __m256i;
+  [[gnu::always_inline]] static Vec magnitude(const uint16_t* p) {
+    return _mm256_and_si256(load16(p), _mm256_set1_epi16(kAbs));
+  }
+  [[gnu::always_inline]] static Vec max(Vec a, Vec b) { return _mm256_max_epi16(a, b); }
+  [[gnu::always_inline]] static void max_into(uint16_t* top, Vec m) {
     auto* t = reinterpret_cast<__m256i*>(top);
-    _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t), m[0]));
+    _mm256_store_si256(t, _mm256_max_epi16(_mm256_load_si256(t), m));
   }
   // The scales 16 at a time (block_scales8 twice). A column's rebias is ((120 - e) << 7) - 6
   // where the fast codes apply and e < 120, else 0xFFFF, which makes every nonzero value of the

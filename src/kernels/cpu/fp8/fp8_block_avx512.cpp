@@ -112,17 +112,13 @@ struct Bf16Avx512 {
   using Counts = BlockCastStats;
 
   static float amax_of(Bits bits) { return bf16_bits_to_float(bits); }
-  template <int kRows>
-  [[gnu::always_inline]] static void fold(uint16_t* top, const uint16_t* p, int64_t ld) {
-    const __m512i abs = _mm512_set1_epi16(kAbs);
-    __m512i m[kRows];
-#pragma GCC unroll 4
-    for (int k = 0; k < kRows; ++k) m[k] = _mm512_and_si512(_mm512_loadu_si512(p + k * ld), abs);
-#pragma GCC unroll 4
-    for (int w = 1; w < kRows; w *= 2)
-#pragma GCC unroll 4
-      for (int k = 0; k + w < kRows; k += 2 * w) m[k] = _mm512_max_epu16(m[k], m[k + w]);
-    _mm512_store_si512(top, _mm512_max_epu16(_mm512_load_si512(top), m[0]));
+  using Vec = __m512i;
+  [[gnu::always_inline]] static Vec magnitude(const uint16_t* p) {
+    return _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi16(kAbs));
+  }
+  [[gnu::always_inline]] static Vec max(Vec a, Vec b) { return _mm512_max_epu16(a, b); }
+  [[gnu::always_inline]] static void max_into(uint16_t* top, Vec m) {
+    _mm512_store_si512(top, _mm512_max_epu16(_mm512_load_si512(top), m));
   }
   // The scales 16 at a time (block_scales16). A column's rebias is ((120 - e) << 7) - 6 where
   // the fast codes apply and e < 120, else 0xFFFF, which makes every nonzero value of the column
@@ -207,17 +203,13 @@ struct F32Avx512 {
   using Counts = LaneCounts;
 
   static float amax_of(Bits bits) { return std::bit_cast<float>(bits); }
-  template <int kRows>
-  [[gnu::always_inline]] static void fold(uint32_t* top, const float* p, int64_t ld) {
-    const __m512i abs = _mm512_set1_epi32(kAbs);
-    __m512i m[kRows];
-#pragma GCC unroll 4
-    for (int k = 0; k < kRows; ++k) m[k] = _mm512_and_si512(_mm512_loadu_si512(p + k * ld), abs);
-#pragma GCC unroll 4
-    for (int w = 1; w < kRows; w *= 2)
-#pragma GCC unroll 4
-      for (int k = 0; k + w < kRows; k += 2 * w) m[k] = _mm512_max_epu32(m[k], m[k + w]);
-    _mm512_store_si512(top, _mm512_max_epu32(_mm512_load_si512(top), m[0]));
+  using Vec = __m512i;
+  [[gnu::always_inline]] static Vec magnitude(const float* p) {
+    return _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi32(kAbs));
+  }
+  [[gnu::always_inline]] static Vec max(Vec a, Vec b) { return _mm512_max_epu32(a, b); }
+  [[gnu::always_inline]] static void max_into(uint32_t* top, Vec m) {
+    _mm512_store_si512(top, _mm512_max_epu32(_mm512_load_si512(top), m));
   }
   // The scales 16 at a time (block_scales16); the rebias is ((120 - e) << 23) less the
   // rounding's 2^19 - 1.

@@ -22,8 +22,9 @@
 //                      uint32_t), with kAbs, kInfBits and amax_of(bits) (the float it is)
 //   Rebias             the 32 columns' per-column constant of the fast codes
 //   kVec               the columns one vector holds
-//   fold<k>(top, p, ld)
-//                      top[0, kVec) = max(top, |p + i * ld| for i < k) as bits
+//   Vec, magnitude(p), max(a, b), max_into(top, m)
+//                      the vector of kVec bits; the magnitude bits of p[0, kVec); their
+//                      elementwise maximum; top[0, kVec) = max(top, m) (fold_rows)
 //   Acc, Counts        the scales' amax and amax * scale maxima; the float32 lanes' counts
 //   scales32(top, for_inf, power_2, epsilon, scale_of, inv, rebias, acc, nan) -> fast
 //                      32 columns' scales, scale_invs, constants; nan: the columns whose top
@@ -60,6 +61,21 @@ template <bool kStream>
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), v);
 }
 
+// top[0, kVec) = max(top, |p + i * ld| for i < kRows) as bits: the rows' magnitudes folded
+// pairwise, then into top.
+template <class L, int kRows>
+[[gnu::always_inline]] inline void fold_rows(typename L::Bits* top, const typename L::Src* p,
+                                             int64_t ld) {
+  typename L::Vec m[kRows];
+#pragma GCC unroll 4
+  for (int k = 0; k < kRows; ++k) m[k] = L::magnitude(p + k * ld);
+#pragma GCC unroll 4
+  for (int w = 1; w < kRows; w *= 2)
+#pragma GCC unroll 4
+    for (int k = 0; k + w < kRows; k += 2 * w) m[k] = L::max(m[k], m[k + w]);
+  L::max_into(top, m[0]);
+}
+
 template <class L>
 inline void column_tiles(const typename L::Src* src, int64_t ld, int64_t rows, int64_t cols,
                          uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf, bool power_2,
@@ -83,14 +99,14 @@ inline void column_tiles(const typename L::Src* src, int64_t ld, int64_t rows, i
   int64_t r = 0;
   for (; r + kFoldRows <= rows; r += kFoldRows) {
     const Src* p = src + r * ld;
-    for (int64_t c = 0; c < full; c += L::kVec) L::template fold<kFoldRows>(top + c, p + c, ld);
+    for (int64_t c = 0; c < full; c += L::kVec) fold_rows<L, kFoldRows>(top + c, p + c, ld);
   }
   for (; r < rows; ++r)
-    for (int64_t c = 0; c < full; c += L::kVec) L::template fold<1>(top + c, src + r * ld + c, ld);
+    for (int64_t c = 0; c < full; c += L::kVec) fold_rows<L, 1>(top + c, src + r * ld + c, ld);
   if (tail)
     for (r = 0; r < rows; ++r) {
       const Src* p = rest_of(r);
-      for (int64_t c = 0; c < 32; c += L::kVec) L::template fold<1>(top + full + c, p + c, 0);
+      for (int64_t c = 0; c < 32; c += L::kVec) fold_rows<L, 1>(top + full + c, p + c, 0);
     }
   // The columns' scales 32 at a time.
   alignas(64) typename L::Rebias rebias[kMaxCols];

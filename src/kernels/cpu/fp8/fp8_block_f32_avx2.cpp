@@ -292,18 +292,14 @@ struct F32Avx2 {
 
   static float amax_of(Bits bits) { return std::bit_cast<float>(bits); }
   // Magnitude bits are at most 0x7FFFFFFF: a signed maximum orders them.
-  template <int kRows>
-  [[gnu::always_inline]] static void fold(uint32_t* top, const float* p, int64_t ld) {
-    const __m256i abs = _mm256_set1_epi32(kAbs);
-    __m256i m[kRows];
-#pragma GCC unroll 4
-    for (int k = 0; k < kRows; ++k) m[k] = _mm256_and_si256(load8i(p + k * ld), abs);
-#pragma GCC unroll 4
-    for (int w = 1; w < kRows; w *= 2)
-#pragma GCC unroll 4
-      for (int k = 0; k + w < kRows; k += 2 * w) m[k] = _mm256_max_epi32(m[k], m[k + w]);
+  using Vec = __m256i;
+  [[gnu::always_inline]] static Vec magnitude(const float* p) {
+    return _mm256_and_si256(load8i(p), _mm256_set1_epi32(kAbs));
+  }
+  [[gnu::always_inline]] static Vec max(Vec a, Vec b) { return _mm256_max_epi32(a, b); }
+  [[gnu::always_inline]] static void max_into(uint32_t* top, Vec m) {
     auto* t = reinterpret_cast<__m256i*>(top);
-    _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t), m[0]));
+    _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t), m));
   }
   // The scales 8 at a time (block_scales8); the rebias is ((120 - e) << 23) less the rounding's
   // 2^19 - 1.
