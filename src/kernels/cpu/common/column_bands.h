@@ -9,7 +9,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
+
+#include "kernels/cpu/common/aligned_vector.h"
 
 namespace mantissa::kernels {
 
@@ -22,7 +23,7 @@ void column_maxima_in_bands(int64_t rows, int64_t width, bool split, T* out, con
     band(int64_t{0}, rows, out);
     return;
   }
-  std::vector<T> part(static_cast<size_t>(bands * width), T{});
+  AlignedVector<T> part(static_cast<size_t>(bands * width), T{});
 #pragma omp parallel for schedule(static) num_threads(static_cast <int>(bands))
   for (int64_t b = 0; b < bands; ++b) {
     const int64_t begin = rows * b / bands, end = rows * (b + 1) / bands;

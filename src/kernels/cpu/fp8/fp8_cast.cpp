@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <vector>
 
+#include "kernels/cpu/common/aligned_vector.h"
 #include "kernels/cpu/common/column_bands.h"
 #include "kernels/cpu/common/stream_codes.h"
 #include "mantissa/core/bfloat16.h"
@@ -404,7 +404,7 @@ void column_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols, A
   MANTISSA_CHECK(rows >= 0 && cols >= 0 && (cols == 0 || out) && (rows * cols == 0 || src),
                  "fp8 cast", "column_amax needs sizes >= 0 and non-null buffers");
   // The two maxima side by side: best in [0, cols), raw in [cols, 2 cols).
-  std::vector<uint32_t> bits(static_cast<size_t>(2 * cols), 0u);
+  AlignedVector<uint32_t> bits(static_cast<size_t>(2 * cols), 0u);
   const auto body = usable(SimdLevel::kAvx2, level) ? detail::column_amax_bits_avx2
                                                     : detail::column_amax_bits_scalar;
   const auto* bytes = static_cast<const char*>(src);

@@ -5,9 +5,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "core/convert_avx2_lanes.h"
+#include "kernels/cpu/common/aligned_vector.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "mantissa/core/float8.h"
@@ -275,7 +275,7 @@ MANTISSA_AVX2 void column_amax_bits_avx2(const void* src, DType src_dtype, int64
   {
     // First the largest bits alone (one maximum a value): where no column's is a NaN's, they are
     // the amax too. Else the pass below takes both maxima.
-    std::vector<uint32_t> top(static_cast<size_t>(vec_cols), 0u);
+    AlignedVector<uint32_t> top(static_cast<size_t>(vec_cols), 0u);
     int64_t r = 0;
     for (; r + 4 <= rows; r += 4) {
       for (int64_t c = 0; c < vec_cols; c += 8) {

@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <vector>
 
+#include "kernels/cpu/common/aligned_vector.h"
 #include "kernels/cpu/common/column_bands.h"
 #include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
@@ -420,7 +420,7 @@ MANTISSA_AVX2 void bf16_column_bits(const uint16_t* src, int64_t rows, int64_t c
 }  // namespace
 
 bool bf16_column_amax_without_nan(const uint16_t* src, int64_t rows, int64_t cols, float* amax) {
-  std::vector<int16_t> best(static_cast<size_t>(cols), 0);
+  AlignedVector<int16_t> best(static_cast<size_t>(cols), 0);
   column_maxima_in_bands(rows, cols, rows * cols > kChunk, best.data(),
                          [src, cols](int64_t r0, int64_t n, int16_t* m) {
                            bf16_column_bits(src + r0 * cols, n, cols, m);
@@ -436,7 +436,7 @@ MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int
                                           int64_t cols, const float* scales, const float* amax,
                                           CastStats* stats) {
   const int64_t vec_cols = cols / 16 * 16;
-  std::vector<int16_t> exponent_add(static_cast<size_t>(vec_cols)),
+  AlignedVector<int16_t> exponent_add(static_cast<size_t>(vec_cols)),
       normal_from(static_cast<size_t>(vec_cols)), rebias(static_cast<size_t>(vec_cols));
   float largest = 0.0f;
   bool in_range = true;
@@ -458,7 +458,7 @@ MANTISSA_AVX2 bool cast_columns_bf16_pow2(const uint16_t* src, uint8_t* dst, int
   const bool stream = rows * cols >= kStreamCodesFrom;  // common/stream_codes.h
   const auto* ea = reinterpret_cast<const uint16_t*>(exponent_add.data());
   const auto* nf = reinterpret_cast<const uint16_t*>(normal_from.data());
-  std::vector<int16_t> normal_from_less_1(static_cast<size_t>(vec_cols)), k(rebias);
+  AlignedVector<int16_t> normal_from_less_1(static_cast<size_t>(vec_cols)), k(rebias);
   for (size_t c = 0; c < normal_from.size(); ++c) {
     normal_from_less_1[c] = static_cast<int16_t>(normal_from[c] - 1);
     if (folded) k[c] = static_cast<int16_t>(rebias[c] - 7);
@@ -512,7 +512,7 @@ MANTISSA_AVX2 bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t
   const int64_t wide_cols = cols / 64 * 64;
   // Each column's k (magnitudes16's) and normal_from - 1 in odd16's order of its 16 (0-3 8-11
   // 4-7 12-15).
-  std::vector<int16_t> rebias(static_cast<size_t>(wide_cols)),
+  AlignedVector<int16_t> rebias(static_cast<size_t>(wide_cols)),
       normal_from_less_1(static_cast<size_t>(wide_cols));
   float largest = 0.0f;
   for (int64_t c = 0; c < cols; ++c) {
@@ -526,7 +526,7 @@ MANTISSA_AVX2 bool cast_columns_f32_pow2(const float* src, uint8_t* dst, int64_t
     largest = std::max(largest, amax[c]);
   }
   const bool folded = std::all_of(rebias.begin(), rebias.end(), [](int16_t r) { return r > 0; });
-  std::vector<int16_t> k(rebias);
+  AlignedVector<int16_t> k(rebias);
   if (folded)
     for (int16_t& v : k) v = static_cast<int16_t>(v - 7);
   const bool stream = rows * cols >= kStreamCodesFrom;
