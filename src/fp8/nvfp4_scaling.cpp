@@ -81,7 +81,10 @@ Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, boo
   km::Nvfp4Encoding e = encoding_of(
       amax ? km::nvfp4_tensor_scale_of(*amax) : km::nvfp4_tensor_scale(src, dtype, rows * cols),
       tiles, stochastic);
-  if (tiles) e.tile_amax = tile_amax.data();
+  if (tiles) {
+    e.tile_amax = tile_amax.data();
+    e.tile_amax_exact = true;  // src's own: the statistics take their records from them
+  }
   km::MxCastStats st;
   km::nvfp4_quantize(src, dtype, rows, cols, e, static_cast<uint8_t*>(q.codes.data_ptr()),
                      static_cast<uint8_t*>(q.scales.data_ptr()), simd_level(),

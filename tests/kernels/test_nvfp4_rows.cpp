@@ -8,7 +8,10 @@
 // rows whose last blocks make no whole group and a short last block, per 1x16 block and per
 // 16x16 tile. The same source rounded to bfloat16 checks the bfloat16 body
 // (nvfp4_rows_bf16_avx2.cpp) the same way, whose 16x16 cast without statistics takes no block's own
-// amax.
+// amax. Rows of whole blocks (cast in segments that span rows) as well as rows with a short last
+// block; 16x16 tiles with the cast's own tiles' amax, with the caller's own ones
+// (Nvfp4Encoding::tile_amax_exact: the records taken from them), and with amax that are not the
+// source's (the records then the blocks' own).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -84,49 +87,75 @@ std::vector<float> source(int64_t rows, int64_t cols, float tensor_scale, bool s
 }
 
 // The cast of a float32 or bfloat16 source at `level` against the scalar body's, with and
-// without statistics.
+// without statistics, under `e`; returns the scalar body's statistics.
+MxCastStats check_cast(const void* x, DType dtype, int64_t rows, int64_t cols, Nvfp4Encoding e,
+                       SimdLevel level) {
+  const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
+  std::vector<uint8_t> ref_c(nc), ref_s(ns);
+  MxCastStats ref;
+  nvfp4_quantize(x, dtype, rows, cols, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar, &ref);
+  std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
+  MxCastStats st;
+  nvfp4_quantize(x, dtype, rows, cols, e, c.data(), s.data(), level, &st);
+  EXPECT_EQ(c, ref_c);
+  EXPECT_EQ(s, ref_s);
+  EXPECT_EQ(st.saturated, ref.saturated);
+  EXPECT_EQ(st.flushed, ref.flushed);
+  EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref.amax));
+  EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref.peak));
+  std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
+  nvfp4_quantize(x, dtype, rows, cols, e, c2.data(), s2.data(), level);
+  EXPECT_EQ(c2, ref_c);
+  EXPECT_EQ(s2, ref_s);
+  return ref;
+}
+
+// check_cast of the test source at `level`, per 1x16 block and per 16x16 tile (the tiles' amax
+// taken by the cast, given with tile_amax_exact, and given as twice the source's without it).
 void check_level(SimdLevel level, DType dtype = kFloat32) {
-  // Two groups of 16 blocks, 3 blocks more and a short block of 7.
-  const int64_t rows = 40, cols = 16 * 16 * 2 + 3 * 16 + 7;
+  // Two groups of 16 blocks, 3 blocks more and a short block of 7; or rows of whole blocks.
+  const int64_t rows = 40;
   int compared = 0;
-  for (const float ts : {1.0f, 0.37f, 3.1e-3f, 1e-37f, 2e30f}) {
-    for (const bool specials : {true, false}) {
-      const std::vector<float> f32 = source(rows, cols, ts, specials);
-      std::vector<uint16_t> b16(f32.size());
-      for (size_t i = 0; i < f32.size(); ++i) b16[i] = float_to_bf16_bits(f32[i]);
-      const void* x = dtype == kFloat32 ? static_cast<const void*>(f32.data()) : b16.data();
-      for (const bool tiles : {false, true}) {
-        SCOPED_TRACE(std::string(tiles ? "16x16 " : "1x16 ") + std::string(dtype.name()) + " at " +
-                     simd_level_name(level) + ", tensor scale " + std::to_string(ts) +
-                     (specials ? "" : ", no infinity or NaN"));
-        Nvfp4Encoding e;
-        e.tensor_scale = ts;
-        e.tiles_16x16 = tiles;
-        const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
-        std::vector<uint8_t> ref_c(nc), ref_s(ns);
-        MxCastStats ref;
-        nvfp4_quantize(x, dtype, rows, cols, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
-                       &ref);
-        EXPECT_GT(ref.saturated, 0);
-        EXPECT_GT(ref.flushed, 0);
-        std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
-        MxCastStats st;
-        nvfp4_quantize(x, dtype, rows, cols, e, c.data(), s.data(), level, &st);
-        EXPECT_EQ(c, ref_c);
-        EXPECT_EQ(s, ref_s);
-        EXPECT_EQ(st.saturated, ref.saturated);
-        EXPECT_EQ(st.flushed, ref.flushed);
-        EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref.amax));
-        EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref.peak));
-        std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
-        nvfp4_quantize(x, dtype, rows, cols, e, c2.data(), s2.data(), level);
-        EXPECT_EQ(c2, ref_c);
-        EXPECT_EQ(s2, ref_s);
-        ++compared;
+  for (const int64_t cols : {16 * 16 * 2 + 3 * 16 + 7, 16 * 16 * 2 + 3 * 16}) {
+    for (const float ts : {1.0f, 0.37f, 3.1e-3f, 1e-37f, 2e30f}) {
+      for (const bool specials : {true, false}) {
+        const std::vector<float> f32 = source(rows, cols, ts, specials);
+        std::vector<uint16_t> b16(f32.size());
+        for (size_t i = 0; i < f32.size(); ++i) b16[i] = float_to_bf16_bits(f32[i]);
+        const void* x = dtype == kFloat32 ? static_cast<const void*>(f32.data()) : b16.data();
+        std::vector<float> tile_amax(static_cast<size_t>((rows + 15) / 16 * ((cols + 15) / 16)));
+        nvfp4_tile_amax(x, dtype, rows, cols, tile_amax.data());
+        std::vector<float> other_amax = tile_amax;
+        for (float& a : other_amax) a *= 2.0f;
+        for (const int tiles : {0, 1, 2, 3}) {
+          static constexpr const char* kTiles[] = {"1x16", "16x16", "16x16 given own tile amax",
+                                                   "16x16 given other tile amax"};
+          SCOPED_TRACE(std::string(kTiles[tiles]) + " " + std::string(dtype.name()) + " at " +
+                       simd_level_name(level) + ", " + std::to_string(cols) +
+                       " columns, tensor scale " + std::to_string(ts) +
+                       (specials ? "" : ", no infinity or NaN"));
+          Nvfp4Encoding e;
+          e.tensor_scale = ts;
+          e.tiles_16x16 = tiles > 0;
+          if (tiles == 2) {
+            e.tile_amax = tile_amax.data();
+            e.tile_amax_exact = true;
+          } else if (tiles == 3) {
+            e.tile_amax = other_amax.data();
+          }
+          const MxCastStats ref = check_cast(x, dtype, rows, cols, e, level);
+          // The source saturates and flushes elements under its own amax (with whole-block rows
+          // the 16x16 tiles' scales may saturate none; the doubled amax's may neither).
+          if (tiles != 3 && cols % 16 != 0) {
+            EXPECT_GT(ref.saturated, 0);
+            EXPECT_GT(ref.flushed, 0);
+          }
+          ++compared;
+        }
       }
     }
   }
-  EXPECT_EQ(compared, 20);
+  EXPECT_EQ(compared, 80);
 }
 
 TEST(Nvfp4Rows, Float32TableCodesGiveTheScalarBytesAtAvx2) {

@@ -344,10 +344,12 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
   // The 16x16 tiles' amax, one per (tile row, block column).
   std::vector<float> own_tile_amax;
   const float* tile_amax = encoding.tile_amax;
+  bool tile_records = encoding.tiles_16x16 && encoding.tile_amax_exact;
   if (encoding.tiles_16x16 && !tile_amax) {
     own_tile_amax.resize(static_cast<size_t>(blocks_of(rows, kNvfp4Block) * blocks));
     nvfp4_tile_amax(src, src_dtype, rows, cols, own_tile_amax.data(), level);
     tile_amax = own_tile_amax.data();
+    tile_records = true;
   }
   const bool stochastic = encoding.rounding == Fp4Rounding::kStochastic;
   const float ts = encoding.tensor_scale;
@@ -361,8 +363,8 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
         uint8_t* c = codes + r * code_stride + begin / 2;
         uint8_t* s = scales + r * blocks + begin / kNvfp4Block;
         if (stats && k.nvfp4_encode_stats)
-          return k.nvfp4_encode_stats(x, src_dtype, len, ts, amax, stochastic, encoding.seed,
-                                      encoding.offset, r, begin, c, s);
+          return k.nvfp4_encode_stats(x, src_dtype, len, ts, amax, tile_records, stochastic,
+                                      encoding.seed, encoding.offset, r, begin, c, s);
         if (stochastic) {
           k.nvfp4_encode_sr(x, src_dtype, len, ts, amax, encoding.seed, encoding.offset, r, begin,
                             c, s);

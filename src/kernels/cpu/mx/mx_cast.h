@@ -54,6 +54,11 @@ struct Nvfp4Encoding {
   uint64_t offset = 0;  // philox.h's sr_word(seed, offset, r, c)
   // With tiles_16x16: the tiles' amax from nvfp4_tile_amax, or null (the cast takes them).
   const float* tile_amax = nullptr;
+  // Whether tile_amax is this source's own (nvfp4_tile_amax of the same src, rows and cols): the
+  // statistics then take each block's amax record from its tile's (the largest of the tile's
+  // blocks, all of which the cast counts) instead of taking the block's own. A cast without
+  // tile_amax takes its own tiles' amax and counts them so.
+  bool tile_amax_exact = false;
 };
 
 // max |x| / (448 * 6) over n elements (NaN if any is NaN; 1 if all are zero).
@@ -105,11 +110,14 @@ struct MxKernels {
   // max |x| over n elements, NaN if any is NaN.
   float (*amax)(const void* src, DType src_dtype, int64_t n);
   // nvfp4_encode (or, `stochastic`, nvfp4_encode_sr) that also returns nvfp4_run_stats's
-  // counts of the segment, taken as it encodes; null where a level encodes, then counts.
+  // counts of the segment, taken as it encodes; null where a level encodes, then counts. With
+  // `tile_records`, block_amax are the source's own 16x16 tiles' (Nvfp4Encoding::tile_amax_exact):
+  // a block whose tile amax is a number may count that as its amax record (best, and peak = amax
+  // times the tile's factor), which gives the cast's records though not each segment's.
   MxStatsRun (*nvfp4_encode_stats)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
-                                   const float* block_amax, bool stochastic, uint64_t seed,
-                                   uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
-                                   uint8_t* scales) = nullptr;
+                                   const float* block_amax, bool tile_records, bool stochastic,
+                                   uint64_t seed, uint64_t offset, int64_t row, int64_t first_col,
+                                   uint8_t* codes, uint8_t* scales) = nullptr;
   // MXFP4 with stochastic rounding after the 3/4 pre-scale (mxfp4_sr.h) of n elements of row
   // `row` from column `first_col`, both multiples of 32 and first_col of 64 too; null: the scalar
   // loop of mxfp4_sr.cpp.

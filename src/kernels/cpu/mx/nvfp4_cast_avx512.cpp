@@ -230,19 +230,25 @@ struct FloatGroup16 {
 };
 
 // encode_group16's first half: the 16 blocks' amax (block_amax_in's 16, or their own), their
-// scales (written; by sc's compares where they serve) and factors.
-template <DType::Id kSrc>
+// scales (written; by sc's compares where they serve) and factors. With kGivenOnly and
+// block_amax_in, g.own is block_amax_in's (the own amax are not taken: no statistics, or records
+// taken from the tiles' own amax, MxKernels::nvfp4_encode_stats).
+template <DType::Id kSrc, bool kGivenOnly = false>
 [[gnu::always_inline]] inline void prepare_group16(const void* src, const float* block_amax_in,
                                                    float tensor_scale,
                                                    const Nvfp4ScaleCodeThresholds& sc,
                                                    uint8_t* scales, FloatGroup16& g) {
   const DType dtype{kSrc};
-  const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
-  __m512i m[16];
+  if (kGivenOnly && block_amax_in) {
+    g.own = _mm512_loadu_si512(block_amax_in);
+  } else {
+    const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512i m[16];
 #pragma GCC unroll 16
-  for (int k = 0; k < 16; ++k)
-    m[k] = _mm512_and_si512(_mm512_castps_si512(load16(src, dtype, 16 * k)), magnitude);
-  g.own = reduce16_max(m);
+    for (int k = 0; k < 16; ++k)
+      m[k] = _mm512_and_si512(_mm512_castps_si512(load16(src, dtype, 16 * k)), magnitude);
+    g.own = reduce16_max(m);
+  }
   __m512 amax;
   if (block_amax_in) {
     amax = _mm512_loadu_ps(block_amax_in);
@@ -425,7 +431,7 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
 // holds: each block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude
 // bits are 0 from x != 0 (not NaN). Blocks whose factor is NaN or infinite, and a row's short
 // last block, run the scalar body and are counted by nvfp4_run_stats.
-template <bool kSr, bool kStats, DType::Id kSrc>
+template <bool kSr, bool kStats, DType::Id kSrc, bool kTileRecords = false>
 MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                            const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
                            int64_t first_col, uint8_t* codes, uint8_t* scales) {
@@ -456,12 +462,15 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                                              first_col + b * kNvfp4Block, c, s, &st);
   };
   // Rounded to nearest: each group's amax and factors taken a group ahead, so that their chain
-  // (a reduction, the scale codes' compares, a division) hides behind the blocks before.
+  // (a reduction, the scale codes' compares, a division) hides behind the blocks before. Given
+  // the blocks' amax, their own are taken only for the statistics' records, and not from the
+  // tiles' own.
   constexpr bool kAhead = !kSr;
+  constexpr bool kGivenOnly = !kStats || kTileRecords;
   auto prepare = [&](int64_t b, FloatGroup16 & g) __attribute__((always_inline)) {
-    prepare_group16<kSrc>(at(src, dtype, b * kNvfp4Block),
-                          block_amax_in ? block_amax_in + b : nullptr, tensor_scale, sc, scales + b,
-                          g);
+    prepare_group16<kSrc, kGivenOnly>(at(src, dtype, b * kNvfp4Block),
+                                      block_amax_in ? block_amax_in + b : nullptr, tensor_scale, sc,
+                                      scales + b, g);
   };
   const int64_t groups = blocks / 16;
   const E2m1StepTable16 table;
@@ -552,15 +561,18 @@ void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale
 }
 
 MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float tensor_scale,
-                              const float* block_amax_in, bool stochastic, uint64_t seed,
-                              uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
-                              uint8_t* scales) {
+                              const float* block_amax_in, bool tile_records, bool stochastic,
+                              uint64_t seed, uint64_t offset, int64_t row, int64_t first_col,
+                              uint8_t* codes, uint8_t* scales) {
   if (stochastic)
     return nvfp4_encode_body<true, true>(src, dtype, n, tensor_scale, block_amax_in, seed, offset,
                                          row, first_col, codes, scales);
   if (dtype == kBFloat16)
-    return avx2::nvfp4_encode_stats(src, dtype, n, tensor_scale, block_amax_in, false, 0, 0, 0, 0,
-                                    codes, scales);
+    return avx2::nvfp4_encode_stats(src, dtype, n, tensor_scale, block_amax_in, tile_records, false,
+                                    0, 0, 0, 0, codes, scales);
+  if (tile_records && block_amax_in)
+    return nvfp4_encode_as<false, true, DType::Id::f32, true>(src, n, tensor_scale, block_amax_in,
+                                                              0, 0, 0, 0, codes, scales);
   return nvfp4_encode_as<false, true, DType::Id::f32>(src, n, tensor_scale, block_amax_in, 0, 0, 0,
                                                       0, codes, scales);
 }

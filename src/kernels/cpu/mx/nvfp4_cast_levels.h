@@ -16,9 +16,9 @@ void nvfp4_encode_sr(const void* src, DType src_dtype, int64_t n, float tensor_s
                      const float* block_amax, uint64_t seed, uint64_t offset, int64_t row,
                      int64_t first_col, uint8_t* codes, uint8_t* scales);
 MxStatsRun nvfp4_encode_stats(const void* src, DType src_dtype, int64_t n, float tensor_scale,
-                              const float* block_amax, bool stochastic, uint64_t seed,
-                              uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
-                              uint8_t* scales);
+                              const float* block_amax, bool tile_records, bool stochastic,
+                              uint64_t seed, uint64_t offset, int64_t row, int64_t first_col,
+                              uint8_t* codes, uint8_t* scales);
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
                   float* out);
 float amax(const void* src, DType src_dtype, int64_t n);
@@ -33,9 +33,9 @@ void nvfp4_encode_sr(const void* src, DType src_dtype, int64_t n, float tensor_s
                      const float* block_amax, uint64_t seed, uint64_t offset, int64_t row,
                      int64_t first_col, uint8_t* codes, uint8_t* scales);
 MxStatsRun nvfp4_encode_stats(const void* src, DType src_dtype, int64_t n, float tensor_scale,
-                              const float* block_amax, bool stochastic, uint64_t seed,
-                              uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
-                              uint8_t* scales);
+                              const float* block_amax, bool tile_records, bool stochastic,
+                              uint64_t seed, uint64_t offset, int64_t row, int64_t first_col,
+                              uint8_t* codes, uint8_t* scales);
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
                   float* out);
 float amax(const void* src, DType src_dtype, int64_t n);

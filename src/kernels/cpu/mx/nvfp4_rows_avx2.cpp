@@ -151,7 +151,7 @@ template <bool kStats>
 // holds: a block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude bits
 // are 0 from x != 0 (not NaN). Blocks whose factor is NaN or infinite, and a row's short last
 // block, run the scalar body and are counted by nvfp4_run_stats.
-template <bool kSr, bool kStats, DType::Id kSrc>
+template <bool kSr, bool kStats, DType::Id kSrc, bool kTileRecords = false>
 MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                            const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
                            int64_t first_col, uint8_t* codes, uint8_t* scales) {
@@ -172,12 +172,14 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                                             first_col + b * kNvfp4Block, c, s, &st);
   };
   // Rounded to nearest: each group's amax and factors taken a group ahead, so that their chain
-  // (a reduction, the scale codes' compares) hides behind the blocks before.
+  // (a reduction, the scale codes' compares) hides behind the blocks before. Given the blocks'
+  // amax, their own are taken only for the statistics' records, and not from the tiles' own.
   constexpr bool kAhead = !kSr;
+  constexpr bool kGivenOnly = !kStats || kTileRecords;
   auto prepare = [&](int64_t b, FloatGroup & g) __attribute__((always_inline)) {
-    prepare_group8<kSrc>(at(src, dtype, b * kNvfp4Block),
-                         block_amax_in ? block_amax_in + b : nullptr, tensor_scale, sc, scales + b,
-                         g);
+    prepare_group8<kSrc, kGivenOnly>(at(src, dtype, b * kNvfp4Block),
+                                     block_amax_in ? block_amax_in + b : nullptr, tensor_scale, sc,
+                                     scales + b, g);
   };
   const int64_t groups = blocks / 8;
   const E2m1StepTable table;
@@ -217,19 +219,20 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
   return run;
 }
 
-template <bool kSr, bool kStats>
+// kTileRecords: block_amax_in are the source's own tiles' (MxKernels::nvfp4_encode_stats).
+template <bool kSr, bool kStats, bool kTileRecords = false>
 MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tensor_scale,
                              const float* block_amax_in, uint64_t seed, uint64_t offset,
                              int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
   if (dtype == kFloat32)
-    return nvfp4_encode_as<kSr, kStats, DType::Id::f32>(src, n, tensor_scale, block_amax_in, seed,
-                                                        offset, row, first_col, codes, scales);
+    return nvfp4_encode_as<kSr, kStats, DType::Id::f32, kTileRecords>(
+        src, n, tensor_scale, block_amax_in, seed, offset, row, first_col, codes, scales);
   if constexpr (kSr)
     return nvfp4_encode_as<kSr, kStats, DType::Id::bf16>(src, n, tensor_scale, block_amax_in, seed,
                                                          offset, row, first_col, codes, scales);
   else
     return avx2::nvfp4_encode_bf16(static_cast<const uint16_t*>(src), n, tensor_scale,
-                                   block_amax_in, kStats, codes, scales);
+                                   block_amax_in, kStats, kTileRecords, codes, scales);
 }
 
 }  // namespace
@@ -283,12 +286,15 @@ void nvfp4_encode_sr(const void* src, DType dtype, int64_t n, float tensor_scale
 }
 
 MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float tensor_scale,
-                              const float* block_amax_in, bool stochastic, uint64_t seed,
-                              uint64_t offset, int64_t row, int64_t first_col, uint8_t* codes,
-                              uint8_t* scales) {
+                              const float* block_amax_in, bool tile_records, bool stochastic,
+                              uint64_t seed, uint64_t offset, int64_t row, int64_t first_col,
+                              uint8_t* codes, uint8_t* scales) {
   if (stochastic)
     return nvfp4_encode_body<true, true>(src, dtype, n, tensor_scale, block_amax_in, seed, offset,
                                          row, first_col, codes, scales);
+  if (tile_records && block_amax_in)
+    return nvfp4_encode_body<false, true, true>(src, dtype, n, tensor_scale, block_amax_in, 0, 0, 0,
+                                                0, codes, scales);
   return nvfp4_encode_body<false, true>(src, dtype, n, tensor_scale, block_amax_in, 0, 0, 0, 0,
                                         codes, scales);
 }

@@ -27,10 +27,10 @@ namespace mantissa::kernels::mx::detail {
 
 namespace avx2 {
 // The bfloat16 round-to-nearest body (nvfp4_rows_bf16_avx2.cpp): nvfp4_encode's (stats false)
-// or nvfp4_encode_stats' (stats true) cast of n bfloat16 elements.
+// or nvfp4_encode_stats' (stats true, with its tile_records) cast of n bfloat16 elements.
 MxStatsRun nvfp4_encode_bf16(const uint16_t* src, int64_t n, float tensor_scale,
-                             const float* block_amax_in, bool stats, uint8_t* codes,
-                             uint8_t* scales);
+                             const float* block_amax_in, bool stats, bool tile_records,
+                             uint8_t* codes, uint8_t* scales);
 }  // namespace avx2
 
 namespace {
@@ -118,14 +118,17 @@ struct FloatGroup {
 
 // encode_group8's first half: the 8 blocks' amax (block_amax_in's 8, or their own by integer
 // maxima of the magnitude bits), their scales (written; by sc's compares where they serve) and
-// factors.
-template <DType::Id kSrc>
+// factors. With kGivenOnly and block_amax_in, g.own is block_amax_in's (the own amax are not
+// taken: no statistics, or records taken from the tiles' own amax).
+template <DType::Id kSrc, bool kGivenOnly = false>
 [[gnu::always_inline]] inline void prepare_group8(const void* src, const float* block_amax_in,
                                                   float tensor_scale,
                                                   const Nvfp4ScaleCodeThresholds& sc,
                                                   uint8_t* scales, FloatGroup& g) {
   __m256i m[8];
-  if constexpr (kSrc == DType::Id::bf16) {
+  if (kGivenOnly && block_amax_in) {
+    g.own = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block_amax_in));
+  } else if constexpr (kSrc == DType::Id::bf16) {
     const auto* p = static_cast<const uint16_t*>(src);
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k)

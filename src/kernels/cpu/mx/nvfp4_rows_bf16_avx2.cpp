@@ -306,15 +306,17 @@ struct Bf16Group16 {
 
 // 16 blocks from p: their amax (block_amax_in's, or their own), scale codes, scales (written)
 // and rows (made where missing). Returns false, writing nothing, where the group goes 8 blocks at
-// a time. The blocks' own amax are taken where the codes or (kStats) the statistics need them:
-// given the tiles' amax, a cast without statistics reads the source once, in encode_group16_bf16.
-template <bool kStats>
+// a time. The blocks' own amax are taken where the codes or (kStats, without kTileRecords) the
+// statistics need them: given the tiles' amax, a cast reads the source once, in
+// encode_group16_bf16, unless its records need each block's own amax. With kTileRecords (the
+// tiles' own amax, MxKernels::nvfp4_encode_stats) g.own is the given amax, for the records.
+template <bool kStats, bool kTileRecords>
 [[gnu::always_inline]] inline void prepare_group16_bf16(const uint16_t* p,
                                                         const float* block_amax_in,
                                                         float tensor_scale, Bf16Consts16& k,
                                                         Bf16Thresholds& t, uint8_t* scales,
                                                         Bf16Group16& g) {
-  if (kStats || !block_amax_in) {
+  if ((kStats && !kTileRecords) || !block_amax_in) {
     __m256i m[16];
 #pragma GCC unroll 16
     for (int b = 0; b < 16; ++b)
@@ -337,6 +339,8 @@ template <bool kStats>
         _mm256_or_si256(_mm256_cmpgt_epi32(a0, k.unusual), _mm256_cmpgt_epi32(a1, k.unusual)),
         _mm256_and_si256(_mm256_or_si256(a0, a1), low16));
     unusual = _mm256_or_si256(unusual, _mm256_srai_epi32(_mm256_or_si256(a0, a1), 31));
+    // Numbers all (else the group goes 8 blocks at a time, which takes their own amax).
+    if constexpr (kTileRecords) g.own = amax;
   } else {
     unusual = _mm256_cmpgt_epi16(amax, k.nan_bits);
   }
@@ -406,7 +410,7 @@ template <bool kStats>
 // (encode_group8_bf16, prepared a group ahead too), a group whose codes have no rows by the
 // float32 lanes (encode_group8); the last 1-7 whole blocks from a zero-padded copy. With kStats
 // it returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast holds.
-template <bool kStats>
+template <bool kStats, bool kTileRecords = false>
 MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const float* block_amax_in,
                        uint8_t* codes, uint8_t* scales) {
   constexpr DType::Id kSrc = DType::Id::bf16;
@@ -448,9 +452,9 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
     Bf16Group16 ahead16[2];
     const int64_t groups16 = blocks / 16;
     auto prepare16 = [&](int64_t g, Bf16Group16 & a) __attribute__((always_inline)) {
-      prepare_group16_bf16<kStats>(p + 16 * g * kNvfp4Block,
-                                   block_amax_in ? block_amax_in + 16 * g : nullptr, tensor_scale,
-                                   k, *thresholds, scales + 16 * g, a);
+      prepare_group16_bf16<kStats, kTileRecords>(p + 16 * g * kNvfp4Block,
+                                                 block_amax_in ? block_amax_in + 16 * g : nullptr,
+                                                 tensor_scale, k, *thresholds, scales + 16 * g, a);
     };
     prepare16(0, ahead16[0]);
     for (int64_t g = 0; g < groups16; ++g) {
@@ -504,8 +508,10 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
 namespace avx2 {
 
 MxStatsRun nvfp4_encode_bf16(const uint16_t* src, int64_t n, float tensor_scale,
-                             const float* block_amax_in, bool stats, uint8_t* codes,
-                             uint8_t* scales) {
+                             const float* block_amax_in, bool stats, bool tile_records,
+                             uint8_t* codes, uint8_t* scales) {
+  if (stats && tile_records && block_amax_in)
+    return encode_bf16<true, true>(src, n, tensor_scale, block_amax_in, codes, scales);
   if (stats) return encode_bf16<true>(src, n, tensor_scale, block_amax_in, codes, scales);
   return encode_bf16<false>(src, n, tensor_scale, block_amax_in, codes, scales);
 }
