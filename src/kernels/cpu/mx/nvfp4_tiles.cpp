@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/common/aligned_vector.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx2.h"
 #include "mantissa/core/error.h"
@@ -136,8 +137,8 @@ float nvfp4_tile_amax(const void* src, DType src_dtype, int64_t rows, int64_t co
   {
     // The scalar fold's per-column maxima, or the AVX2 tile row's per-block ones (16 spare for
     // a whole-vector store).
-    std::vector<uint32_t> acc_buffer(static_cast<size_t>(avx2 ? blocks + 16 : cols));
-    std::vector<uint16_t> acc16_buffer(static_cast<size_t>(avx2 ? blocks + 16 : 0));
+    AlignedVector<uint32_t> acc_buffer(static_cast<size_t>(avx2 ? blocks + 16 : cols));
+    AlignedVector<uint16_t> acc16_buffer(static_cast<size_t>(avx2 ? blocks + 16 : 0));
     uint32_t* acc = acc_buffer.data();
 #pragma omp for schedule(static)
     for (int64_t t = 0; t < tile_rows; ++t) {
