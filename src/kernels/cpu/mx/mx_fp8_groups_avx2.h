@@ -3,7 +3,7 @@
 // mx_rows_fp8_avx512.cpp) cast it on the source's bits, with every per-block test taken in the
 // group's preparation, a group ahead: the segment's constants (Fp8Table), and a group's scales,
 // per-block constants and slow blocks (Fp8Group) from its blocks' amax and least |x| bits
-// (finish_fp8_group). A file includes it after mx_blocks_avx2.h.
+// (finish_fp8_group; under rceil rceil_group). A file includes it after mx_blocks_avx2.h.
 
 namespace mantissa::kernels::mx::detail {
 namespace {
@@ -28,6 +28,10 @@ struct Fp8Table {
   // infinity's bits, the rounding bias less the rebias, 128 - kBias, the element max's bits and
   // infinity's less them (in the source's units).
   __m256i c127, field_end, pow2_zero, inf, bias, from_base, max_bits, above_max;
+  // rceil_group's (32-bit lanes): the element max's fraction bits and its power of 2, kBias and
+  // kBias - 1, (127 << kFrac) + the rounding bias less the rebias, ((1 - kBias) << kFrac) - 1,
+  // 1 (the scale code up to which block_scales8 leaves a block), 254, 1.0f's bits.
+  __m256i max_frac, max_pow2, c_bias, c_bias_less_1, add_base, from_off, one_code, c254, one_f;
   Fp8Table()
       : one16(_mm256_set1_epi16(1)),
         magnitude16(_mm256_set1_epi16(0x7FFF)),
@@ -46,7 +50,18 @@ struct Fp8Table {
             static_cast<int32_t>(bits_of(element_limits(E).max) >> (23 - K::kFrac)))),
         above_max(_mm256_set1_epi32(
             (0x7F800000 >> (23 - K::kFrac)) -
-            static_cast<int32_t>(bits_of(element_limits(E).max) >> (23 - K::kFrac)))) {}
+            static_cast<int32_t>(bits_of(element_limits(E).max) >> (23 - K::kFrac)))),
+        max_frac(
+            _mm256_set1_epi32(static_cast<int32_t>(bits_of(element_limits(E).max) & 0x7FFFFF))),
+        max_pow2(_mm256_set1_epi32(element_limits(E).max_pow2)),
+        c_bias(_mm256_set1_epi32(K::kBias)),
+        c_bias_less_1(_mm256_set1_epi32(K::kBias - 1)),
+        add_base(_mm256_set1_epi32((127 << K::kFrac) + (1 << (K::kDrop - 1)) - 1 -
+                                   ((127 - K::kBias) << K::kFrac))),
+        from_off(_mm256_set1_epi32(((1 - K::kBias) << K::kFrac) - 1)),
+        one_code(_mm256_set1_epi32(1)),
+        c254(_mm256_set1_epi32(254)),
+        one_f(_mm256_castps_si256(_mm256_set1_ps(1.0f))) {}
 };
 
 // Eight blocks ready to cast: amax bits, multipliers, RowConstants' add and sat_above, and the
@@ -98,6 +113,62 @@ template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat, bool kLow = true
         reinterpret_cast<__m256i*>(g.sat_above),
         _mm256_add_epi32(t.max_bits,
                          _mm256_min_epi32(_mm256_sub_epi32(zero, shifted), t.above_max)));
+}
+
+// finish_fp8_group under rceil in fewer steps, its constants read from the table: the scale
+// code c from amax's bits as block_scales8 takes it, the multiplier 2^(127 - c) (1 for a zero
+// block), and the rest from c alone: a block the bits take has c >= kBias (e = 127 - c at most
+// kMaxE), add = ((127 - c) << kFrac) + bias and from = ((c + 1 - kBias) << kFrac) - 1. A zero
+// block takes c = kBias there (its codes 0 under any e up to kMaxE, its least bits the largest).
+// The lanes block_scales8 leaves (NaN, infinite, c below 2) are taken from mx_scalar.h as
+// all_block_scales8 takes them, and are slow, as are blocks with c below kBias and (kLow) those
+// whose least bits (low) lie at or below from; without kLow, from_out gets from. The same
+// scales, multipliers, adds and slow blocks as finish_fp8_group's.
+template <Element E, DType::Id kSrc, bool kLow = true>
+[[gnu::always_inline]] inline void rceil_group(__m256i amax, __m256i low, uint8_t* s,
+                                               const Fp8Table<E, kSrc>& t, Fp8Group& g,
+                                               int32_t* from_out = nullptr) {
+  using K = RowConstants<E, kSrc>;
+  const __m256i zero = _mm256_setzero_si256();
+  g.amax = amax;
+  const __m256i above = _mm256_cmpgt_epi32(_mm256_and_si256(amax, t.pow2_zero), t.max_frac);
+  // field - max_pow2 + 1 where amax's fraction exceeds the max's (above is -1 there).
+  const __m256i c_raw =
+      _mm256_sub_epi32(_mm256_sub_epi32(_mm256_srli_epi32(amax, 23), t.max_pow2), above);
+  const __m256i c = _mm256_max_epi32(c_raw, zero);
+  const __m256i is_zero = _mm256_cmpeq_epi32(amax, zero);
+  const __m256i finite = _mm256_cmpgt_epi32(t.inf, amax);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(s), bytes_of(c));
+  _mm256_store_si256(
+      reinterpret_cast<__m256i*>(g.mul),
+      _mm256_blendv_epi8(_mm256_slli_epi32(_mm256_sub_epi32(t.c254, c), 23), t.one_f, is_zero));
+  const __m256i decided =
+      _mm256_or_si256(is_zero, _mm256_and_si256(_mm256_cmpgt_epi32(c_raw, t.one_code), finite));
+  const unsigned special =
+      ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(decided))) & 0xFFu;
+  if (special) [[unlikely]] {
+    constexpr ElementLimits lim = element_limits(E);
+    alignas(32) uint32_t bits[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax);
+    for (unsigned m = special; m; m &= m - 1) {
+      const int b = __builtin_ctz(m);
+      const float a = bits[b] > 0x7F800000u ? float_of(kQuietNan) : float_of(bits[b]);
+      s[b] = e8m0_rceil(a, lim.max);
+      g.mul[b] = rceil_multiplier(s[b], a, lim.max);
+    }
+  }
+  const __m256i cc = _mm256_slli_epi32(_mm256_max_epi32(c_raw, t.c_bias), K::kFrac);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(g.add), _mm256_sub_epi32(t.add_base, cc));
+  const __m256i from = _mm256_add_epi32(cc, t.from_off);
+  __m256i ok = _mm256_or_si256(
+      is_zero, _mm256_and_si256(_mm256_cmpgt_epi32(c_raw, t.c_bias_less_1), finite));
+  if constexpr (!kLow)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(from_out), from);
+  else if constexpr (kSrc == DType::Id::bf16)
+    ok = _mm256_andnot_si256(_mm256_cmpgt_epi32(from, low), ok);
+  else
+    ok = _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_max_epu32(low, from), low), ok);
+  g.slow = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) & 0xFFu;
 }
 
 }  // namespace

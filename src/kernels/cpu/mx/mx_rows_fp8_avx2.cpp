@@ -60,7 +60,10 @@ template <Element E, E8m0Rounding R, DType::Id kSrc, bool kSat>
   // The amax first: the scales wait on it, the least bits only on the scales.
   const __m256i amax = kSrc == DType::Id::bf16 ? transposed_max8_16(hi) : transposed_max8(hi);
   const __m256i low = kSrc == DType::Id::bf16 ? transposed_min8_u16(lo) : transposed_min8_u32(lo);
-  finish_fp8_group<E, R, kSrc, kSat>(amax, low, s, t, g);
+  if constexpr (R == E8m0Rounding::kRceil)
+    rceil_group<E, kSrc>(amax, low, s, t, g);
+  else
+    finish_fp8_group<E, R, kSrc, kSat>(amax, low, s, t, g);
 }
 
 // The cast on its bits of a block the group's preparation passed (add, above: its lanes of

@@ -78,7 +78,10 @@ template <Element E, E8m0Rounding R, bool kSat>
                              _mm256_and_si256(load16_bits(h + 16), t.magnitude16));
   }
   const __m256i amax = transposed_max8_16(hi);
-  finish_fp8_group<E, R, kSrc, kSat, false>(amax, amax, s, t, g, g.from);
+  if constexpr (R == E8m0Rounding::kRceil)
+    rceil_group<E, kSrc, false>(amax, amax, s, t, g, g.from);
+  else
+    finish_fp8_group<E, R, kSrc, kSat, false>(amax, amax, s, t, g, g.from);
 }
 
 // The codes (before the packs) of one block (bits h) under its `add`; its lanes holding a nonzero
