@@ -7,10 +7,13 @@
 // arithmetic of RowConstants' comment, mx_blocks_avx2.h), two blocks to 64 code bytes at a time:
 // codes by integer rounding in 16-bit lanes, saturated to bytes by the packs and a byte minimum,
 // their signs by one ternary-logic op, the saturated elements counted in lanes under compare
-// masks. A group with another block (a nonzero element below the normal codes, a multiplier that
-// is not a normal power of 2, an infinite or NaN amax) is cast again by the AVX2 body
-// (mx_rows_fp8_avx2.cpp), whose float32 lanes and scalar body take such blocks, as are a
-// segment's blocks after its whole groups. Float32 sources take the AVX2 body: this level's
+// masks. A block holding a nonzero element below the normal codes (about one group in 40 of
+// N(0, 3) data) is cast again here in float32 lanes (recast_low_blocks): handing its group to the
+// AVX2 body, a call that builds the segment's table, cost about 300 ns a group out of the caches
+// (bench/results/2026-11-30-2050-mxrow7.md), where the recast costs a few. A group the bits do not
+// take at all (a multiplier that is not a normal power of 2, an infinite or NaN amax) is cast by
+// the AVX2 body (mx_rows_fp8_avx2.cpp), whose float32 lanes and scalar body take such blocks, as
+// are a segment's blocks after its whole groups. Float32 sources take the AVX2 body: this level's
 // float32 body (two vectors a block) measured 5% faster in the caches but slower out of them.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -123,10 +126,32 @@ template <Element E, bool kSat, bool kClamp>
   _mm512_storeu_si512(out, _mm512_permutexvar_epi64(w.order, bytes));
 }
 
+// The blocks of group g (from element i) that hold a nonzero |x| below the normal codes, whose
+// codes fp8_pair stored wrong, cast again in float32 lanes as the AVX2 body casts them
+// (encode_block), their saturated and flushed elements counted in st's lanes; with kSat the
+// group's other blocks' saturated elements counted into st->run as fp8_pair's lanes count them
+// (the group's lanes, which hold the recast blocks' as well, are dropped).
+template <Element E, E8m0Rounding R, bool kSat>
+[[gnu::always_inline]] inline void recast_low_blocks(const uint16_t* src, int64_t i, uint8_t* codes,
+                                                     const Fp8Group512& g, const Fp8Lanes512<E>& w,
+                                                     SegmentStats* st) {
+  for (int b = 0; b < 8; ++b) {
+    const int64_t j = i + b * kMxBlock;
+    const __m512i a = _mm512_and_si512(_mm512_loadu_si512(src + j), w.magnitude);
+    const __m512i from = _mm512_set1_epi16(static_cast<int16_t>(g.from[b]));
+    if (_mm512_cmplt_epu16_mask(_mm512_sub_epi16(a, w.one), from) != 0) {
+      encode_block<E, R, kSrc>(src, j, g.mul[b], codes, st);
+    } else if constexpr (kSat) {
+      const __m512i above = _mm512_set1_epi16(static_cast<int16_t>(g.sat_above[b]));
+      st->run.saturated += __builtin_popcount(_mm512_cmpgt_epi16_mask(a, above));
+    }
+  }
+}
+
 // The FP8 row cast of a bfloat16 segment: its whole groups of eight blocks here where every block
-// passes the group's checks and its own (no nonzero |x| below the normal codes), else by the AVX2
-// body (over the codes stored here), as is the rest; statistics (kStats) as mx_run_stats counts
-// them, the AVX2 body's runs appended in their place.
+// passes the group's checks (the blocks holding a nonzero |x| below the normal codes cast again,
+// recast_low_blocks), else by the AVX2 body, as is the rest; statistics (kStats) as mx_run_stats
+// counts them, the AVX2 body's runs appended in their place.
 template <Element E, E8m0Rounding R, bool kStats>
 MxStatsRun encode_fp8_rows(const uint16_t* src, int64_t n, uint8_t* codes, uint8_t* scales) {
   constexpr int64_t kGroup = 8 * kMxBlock;
@@ -150,6 +175,9 @@ MxStatsRun encode_fp8_rows(const uint16_t* src, int64_t n, uint8_t* codes, uint8
       sat = _mm512_setzero_si512();
     };
     __m256 peak = _mm256_setzero_ps();
+    // The recast blocks' saturated and flushed elements (encode_block's lanes), with kSat the
+    // saturated elements of the other blocks of their groups (low.run.saturated).
+    SegmentStats low{_mm256_setzero_si256(), _mm256_setzero_si256(), {}};
     Fp8Group512 ahead[2];
     prepare_fp8<E, R, kSat>(src, 0, scales, t, ahead[0]);
     for (int64_t q = 0; q < groups; ++q) {
@@ -159,25 +187,30 @@ MxStatsRun encode_fp8_rows(const uint16_t* src, int64_t n, uint8_t* codes, uint8
       if (q + 1 < groups)
         prepare_fp8<E, R, kSat>(src, i + kGroup, scales + (i + kGroup) / kMxBlock, t,
                                 ahead[(q + 1) & 1]);
-      uint64_t bad = g.slow;
       if (g.slow == 0) {
         __m512i group_sat = _mm512_setzero_si512();
+        uint64_t bad = 0;
 #pragma GCC unroll 4
         for (int b = 0; b < 8; b += 2) {
           const int64_t j = i + b * kMxBlock;
           fp8_pair<E, kSat, R == E8m0Rounding::kFloor>(src, j, codes + j, g, b, w, group_sat, bad);
         }
-        if (bad == 0) {
+        if (bad == 0) [[likely]] {
           if constexpr (kSat) sat = _mm512_add_epi16(sat, group_sat);
-          if constexpr (kStats) record_group(run, g.amax, g.mul, peak);
+        } else {
+          recast_low_blocks<E, R, kSat>(src, i, codes, g, w, kStats ? &low : nullptr);
         }
+        if constexpr (kStats) record_group(run, g.amax, g.mul, peak);
+      } else {
+        by_avx2(i, kGroup);
       }
-      if (bad != 0) by_avx2(i, kGroup);
       if (kSat && (q & 1023) == 1023) move_sat();
     }
     if constexpr (kStats) {
       if constexpr (kSat) move_sat();
       finish_peak(run, peak, element_limits(E).max);
+      run.saturated += lane_sum(low.saturated) + low.run.saturated;
+      run.flushed += lane_sum(low.flushed);
     }
   }
   if (groups * kGroup < n) by_avx2(groups * kGroup, n - groups * kGroup);
