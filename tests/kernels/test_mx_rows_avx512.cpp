@@ -4,11 +4,11 @@
 // each level's kernels
 // (plain, with statistics, and streamed with the codes on and off 32- and 64-byte boundaries):
 // every bfloat16 value (as bfloat16, and widened to float32 with several low halves) in blocks that
-// the vector body casts and in blocks it hands to the AVX2 body, groups of eight holding every kind
-// of edge block (all zero, infinity, NaN, a subnormal amax, values at and above the format's max, a
-// nonzero element below the normal codes), a segment's short last group and block, and a segment
-// long enough to move its saturation counts out of their lanes. Each level the CPU has (and
-// MANTISSA_DISABLE_SIMD leaves); skipped where it has neither.
+// the vector body casts on their bits, casts again in float32 lanes and hands to the AVX2 body,
+// groups of eight holding every kind of edge block (all zero, infinity, NaN, a subnormal amax,
+// values at and above the format's max, a nonzero element below the normal codes), a segment's
+// short last group and block, and a segment long enough to move its saturation counts out of their
+// lanes. Each level the CPU has (and MANTISSA_DISABLE_SIMD leaves); skipped where it has neither.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -128,9 +128,10 @@ class MxRowBodies : public ::testing::Test {
 // Every bfloat16 bit pattern in order, 31 to a block (one binade and sign, mostly) beside an
 // anchor 2^shift times the block's largest magnitude: shift 0 casts every value at the top of
 // its block's scale (saturating under the floor), larger shifts put them lower among the codes
-// (FP8's subnormal codes from 2^9 and 2^17 on, which the vector body hands to the AVX2 body, as
-// it does blocks of infinity, NaN, zeros and subnormals). The float32 copies add low halves:
-// zero, the lowest bit, the top bit alone (a rounding tie of bfloat16's bits) and all ones.
+// (FP8's subnormal codes from 2^9 and 2^17 on, whose blocks the AVX-512 body casts again in
+// float32 lanes; it hands blocks of infinity, NaN and subnormals to the AVX2 body). The float32
+// copies add low halves: zero, the lowest bit, the top bit alone (a rounding tie of bfloat16's
+// bits) and all ones.
 TEST_F(MxRowBodies, EveryBfloat16ValueGivesTheScalarBytes) {
   const uint32_t lows[] = {0x0000u, 0x0001u, 0x8000u, 0xFFFFu};
   for (const int shift : {0, 3, 6, 9, 17}) {
