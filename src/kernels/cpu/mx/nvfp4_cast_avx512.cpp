@@ -16,14 +16,13 @@
 #include <cstring>
 #include <limits>
 #include <optional>
-#include <utility>
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx512.h"
 #include "kernels/cpu/mx/mxfp4_sr.h"
 #include "kernels/cpu/mx/nvfp4_cast_levels.h"
 #include "kernels/cpu/mx/nvfp4_scale_codes.h"
-#include "kernels/cpu/mx/philox.h"
+#include "kernels/cpu/mx/philox_avx512.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
 #pragma GCC push_options
@@ -68,75 +67,35 @@ inline __m512 scale_factors16(const Nvfp4ScaleCodeThresholds& t, __m512i code) {
       _mm512_sub_epi32(top, _mm512_slli_epi32(_mm512_srli_epi32(code, 3), 23)));
 }
 
-// Philox4x32-10 on 16 lanes (kernels/cpu/mx/philox.h). The ten rounds' keys of one stream.
-struct PhiloxKeys16 {
-  uint32_t k[10][2];
-  explicit PhiloxKeys16(uint64_t seed) {
-    PhiloxKey key = sr_key(seed);
-    for (int round = 0; round < 10; ++round) {
-      k[round][0] = key[0];
-      k[round][1] = key[1];
-      key[0] += 0x9E3779B9u;
-      key[1] += 0xBB67AE85u;
-    }
-  }
-};
-
-constexpr uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
-
 inline __m512i splat(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
 
-// Both halves of a * m in 16 lanes: the even and the odd lanes' 64-bit products, whose halves
-// masked shuffles interleave (no 32-bit low multiply).
-inline void mulhilo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
-  const __m512i even = _mm512_mul_epu32(a, m);
-  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-  hi = _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_CDAB);
-  lo = _mm512_mask_shuffle_epi32(even, 0xAAAA, odd, _MM_PERM_CDAB);
-}
+// Philox4x32-10 on 16 lanes: kernels/cpu/mx/philox_avx512.h.
+using philox_avx512::philox16;
+using philox_avx512::PhiloxKeys16;
 
-// A round's product of a word the same in every lane, in scalar: {high, low} 32 bits.
-inline std::pair<uint32_t, uint32_t> mulhilo(uint32_t a, uint32_t m) {
-  const uint64_t p = static_cast<uint64_t>(m) * a;
-  return {static_cast<uint32_t>(p >> 32), static_cast<uint32_t>(p)};
-}
-
-// Counter blocks first_block + lane of `row` (philox.h, sr_counter): out[k] holds word k of
-// every lane. Only word 0 of the counters differs between lanes, so round 0's product of word
-// 2 and round 1's of word 0 are taken once, in scalar; the rest in lanes, each round's two
-// XORs with its key one ternary-logic op.
-inline void philox16(const PhiloxKeys16& keys, uint64_t offset, uint64_t row, uint64_t first_block,
-                     __m512i* out) {
-  const PhiloxCounter c = sr_counter(first_block, row, offset);
-  const __m512i m0 = splat(kPhiloxMul0), m1 = splat(kPhiloxMul1);
-  const __m512i c0 = _mm512_add_epi32(
-      splat(c[0]), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-  __m512i hi, lo;
-  // Round 0: (hi(c2) ^ c1 ^ k, lo(c2), hi(c0) ^ c3 ^ k, lo(c0)), the first two uniform.
-  const auto [h2, l2] = mulhilo(c[2], kPhiloxMul1);
-  mulhilo(c0, m0, hi, lo);
-  const uint32_t u0 = h2 ^ c[1] ^ keys.k[0][0], u1 = l2;
-  const __m512i v2 = _mm512_xor_si512(hi, splat(c[3] ^ keys.k[0][1])), v3 = lo;
-  // Round 1: word 0's product uniform.
-  const auto [h0, l0] = mulhilo(u0, kPhiloxMul0);
-  mulhilo(v2, m1, hi, lo);
-  __m512i w0 = _mm512_xor_si512(hi, splat(u1 ^ keys.k[1][0])), w1 = lo;
-  __m512i w2 = _mm512_xor_si512(splat(h0 ^ keys.k[1][1]), v3), w3 = splat(l0);
-#pragma GCC unroll 8
-  for (int round = 2; round < 10; ++round) {
-    __m512i hi0, lo0, hi1, lo1;
-    mulhilo(w0, m0, hi0, lo0);
-    mulhilo(w2, m1, hi1, lo1);
-    w0 = _mm512_ternarylogic_epi32(hi1, w1, splat(keys.k[round][0]), 0x96);  // a ^ b ^ c
-    w1 = lo1;
-    w2 = _mm512_ternarylogic_epi32(hi0, w3, splat(keys.k[round][1]), 0x96);
-    w3 = lo0;
+// e2m1_codes_stochastic's constants, made once per cast and passed in: built in the block loop,
+// GCC makes each one again from a general register per block (mov, vpbroadcastd: the broadcast
+// on the shift pipes that Philox needs); behind an empty asm that hides their values they stay
+// in registers or are read as memory operands.
+struct StochasticCodeConstants16 {
+  __m512i sign, magnitude, below_one, half, nine, ten, one, bias;
+  __m512 six, two_to_25;
+  StochasticCodeConstants16()
+      : sign(_mm512_set1_epi32(8)),
+        magnitude(_mm512_set1_epi32(0x7FFFFFFF)),
+        below_one(_mm512_set1_epi32(0x3F7FFFFF)),
+        half(_mm512_set1_epi32(0x3F000000)),
+        nine(_mm512_set1_epi32(9)),
+        ten(_mm512_set1_epi32(10)),
+        one(_mm512_set1_epi32(1)),
+        bias(_mm512_set1_epi32(252)),
+        six(_mm512_set1_ps(kE2m1Max)),
+        two_to_25(_mm512_set1_ps(0x1p25f)) {
+    asm(""
+        : "+v"(sign), "+v"(magnitude), "+v"(below_one), "+v"(half), "+v"(nine), "+v"(ten),
+          "+v"(one), "+v"(bias), "+v"(six), "+v"(two_to_25));
   }
-  out[0] = w0;
-  out[1] = w1;
-  out[2] = w2;
-  out[3] = w3;
-}
+};
 
 // scalar::e2m1_code_stochastic on 16 lanes, in integers on the bits of a = min(|v|, 6) where
 // the grid allows. From 1 up the grid's step is the unit of a's mantissa bit 22: the lower
@@ -145,25 +104,24 @@ inline void philox16(const PhiloxKeys16& keys, uint64_t offset, uint64_t row, ui
 // whole numbers, so `random >> 8 < frac * 2^24` is an integer compare. Below 0.5 the lower
 // code is 0 and frac * 2^24 = a * 2^25 (exact), compared in float as the scalar code does.
 // Rounding up adds one to the code. NaN lanes take e2m1_codes' answer.
-inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random) {
+inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random, const StochasticCodeConstants16& k) {
   const __m512i x = _mm512_castps_si512(v);
-  const __m512 af = _mm512_min_ps(abs16(v), _mm512_set1_ps(kE2m1Max));
+  const __m512 af = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(x, k.magnitude)), k.six);
   const __m512i a = _mm512_castps_si512(af);
   const __m512i u = _mm512_srli_epi32(random, 8);
-  const __mmask16 from1 = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x3F7FFFFF));
-  const __mmask16 below_half = _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32(0x3F000000));
-  const __m512i shift = _mm512_mask_blend_epi32(from1, _mm512_set1_epi32(9), _mm512_set1_epi32(10));
+  const __mmask16 from1 = _mm512_cmpgt_epi32_mask(a, k.below_one);
+  const __mmask16 below_half = _mm512_cmplt_epi32_mask(a, k.half);
+  const __m512i shift = _mm512_mask_blend_epi32(from1, k.nine, k.ten);
   const __m512i frac24 = _mm512_srli_epi32(_mm512_sllv_epi32(a, shift), 8);
   const __mmask16 up_grid = _mm512_cmpgt_epi32_mask(frac24, u);
-  const __mmask16 up_small = _mm512_cmp_ps_mask(
-      _mm512_cvtepi32_ps(u), _mm512_mul_ps(af, _mm512_set1_ps(0x1p25f)), _CMP_LT_OQ);
+  const __mmask16 up_small =
+      _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(u), _mm512_mul_ps(af, k.two_to_25), _CMP_LT_OQ);
   const __mmask16 up = (up_grid & ~below_half) | (up_small & below_half);
-  const __m512i one = _mm512_set1_epi32(1);
-  __m512i code = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~below_half), one);
-  code = _mm512_mask_sub_epi32(code, from1, _mm512_srli_epi32(a, 22), _mm512_set1_epi32(252));
-  code = _mm512_mask_add_epi32(code, up, code, one);
+  __m512i code = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~below_half), k.one);
+  code = _mm512_mask_sub_epi32(code, from1, _mm512_srli_epi32(a, 22), k.bias);
+  code = _mm512_mask_add_epi32(code, up, code, k.one);
   // code | ((x >> 28) & 8): the sign into bit 3
-  code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(x, 28), _mm512_set1_epi32(8), 0xF8);
+  code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(x, 28), k.sign, 0xF8);
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   if (nan == 0) return code;
   return _mm512_mask_blend_epi32(nan, code, e2m1_codes(v));
@@ -287,6 +245,13 @@ template <bool kSr, bool kStats, DType::Id kSrc>
   // where col is not a multiple of 64.
   const int d = static_cast<int>((col >> 4) & 3);
   __m512i words[5][4];
+  // Made for stochastic rounding only (the asm that hides them would keep them otherwise).
+  [[maybe_unused]] const auto sr_constants = [] {
+    if constexpr (kSr)
+      return StochasticCodeConstants16();
+    else
+      return 0;
+  }();
   if constexpr (kSr) {
     for (int g = 0; g < (d ? 5 : 4); ++g)
       philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
@@ -299,7 +264,7 @@ template <bool kSr, bool kStats, DType::Id kSrc>
     const __m512 y = _mm512_mul_ps(x, _mm512_set1_ps(g.f[k]));
     __m512i& c = c4[k % 4];
     if constexpr (kSr) {
-      c = e2m1_codes_stochastic(y, words[(d + k) >> 2][(d + k) & 3]);
+      c = e2m1_codes_stochastic(y, words[(d + k) >> 2][(d + k) & 3], sr_constants);
     } else {
       c = e2m1_codes_of_numbers(y);
     }
@@ -582,6 +547,7 @@ MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float ten
 void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
                      int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
   const PhiloxKeys16 keys(seed);
+  const StochasticCodeConstants16 sr_constants;
   const __m512 prescale = _mm512_set1_ps(kMxfp4SrPrescale);
   __m512i words[4];
   for (int64_t i = 0; i < n; i += kMxBlock) {
@@ -598,10 +564,10 @@ void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uin
     scales[i / kMxBlock] = s;
     const __m512 r = _mm512_set1_ps(floor_reciprocal(s));
     store_e2m1(codes + i / 2, e2m1_codes_stochastic(_mm512_mul_ps(_mm512_mul_ps(x0, r), prescale),
-                                                    words[(col >> 4) & 3]));
+                                                    words[(col >> 4) & 3], sr_constants));
     store_e2m1(codes + i / 2 + 8,
                e2m1_codes_stochastic(_mm512_mul_ps(_mm512_mul_ps(x1, r), prescale),
-                                     words[((col + 16) >> 4) & 3]));
+                                     words[((col + 16) >> 4) & 3], sr_constants));
   }
 }
 

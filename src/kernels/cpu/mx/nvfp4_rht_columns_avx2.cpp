@@ -58,6 +58,7 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
   const float ts = e.tensor_scale;
   std::optional<PhiloxKeys8> keys;
   if (sr) keys.emplace(e.seed);
+  const StochasticCodeConstants8 sr_constants;
   const PhiloxCounter base = sr_counter(0, static_cast<uint64_t>(c0), e.offset);
   const __m256i rows_of_lanes = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base[1])),
                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -115,7 +116,7 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
       const int q = static_cast<int>((m0 >> 4) & 3);
 #pragma GCC unroll 16
       for (int64_t i = 0; i < kRhtSize; ++i)
-        c[i] = e2m1_codes_stochastic(_mm256_mul_ps(v[i], factor), words[i][q]);
+        c[i] = e2m1_codes_stochastic(_mm256_mul_ps(v[i], factor), words[i][q], sr_constants);
     } else {
 #pragma GCC unroll 16
       for (int64_t i = 0; i < kRhtSize; ++i)

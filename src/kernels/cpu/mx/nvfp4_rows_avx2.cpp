@@ -244,6 +244,7 @@ namespace avx2 {
 void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
                      int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
   const PhiloxKeys8 keys(seed);
+  const StochasticCodeConstants8 sr_constants;
   const __m256 prescale = _mm256_set1_ps(kMxfp4SrPrescale), zero = _mm256_setzero_ps();
   __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
   for (int64_t i = 0; i < n; i += kMxBlock) {
@@ -267,7 +268,7 @@ void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uin
       const int64_t c = col + 8 * q;  // column 64 g + 16 k + l: word k of lane l's counter
       store_e2m1(codes + i / 2 + 4 * q,
                  e2m1_codes_stochastic(_mm256_mul_ps(_mm256_mul_ps(x[q], r), prescale),
-                                       words[(c >> 3) & 1][(c >> 4) & 3]));
+                                       words[(c >> 3) & 1][(c >> 4) & 3], sr_constants));
     }
   }
 }

@@ -177,6 +177,13 @@ template <bool kSr, bool kStats, DType::Id kSrc>
   // 8-15 of its 16 counter blocks: a third group where col is not a multiple of 64.
   const int d = static_cast<int>((col >> 4) & 3);
   __m256i words[3][2][4];
+  // Made for stochastic rounding only (the asm that hides them would keep them otherwise).
+  [[maybe_unused]] const auto sr_constants = [] {
+    if constexpr (kSr)
+      return StochasticCodeConstants8();
+    else
+      return 0;
+  }();
   if constexpr (kSr) {
     for (int g = 0; g < (d ? 3 : 2); ++g)
       philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
@@ -191,7 +198,7 @@ template <bool kSr, bool kStats, DType::Id kSrc>
       const __m256 x = load8(src, dtype, 16 * blk + 8 * h);
       const __m256 y = _mm256_mul_ps(x, _mm256_set1_ps(g.f[blk]));
       if constexpr (kSr) {
-        c[j] = e2m1_codes_stochastic(y, words[(d + blk) >> 2][h][(d + blk) & 3]);
+        c[j] = e2m1_codes_stochastic(y, words[(d + blk) >> 2][h][(d + blk) & 3], sr_constants);
       } else {
         c[j] = e2m1_codes_of_numbers(y);
       }
