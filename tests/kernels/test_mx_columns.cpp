@@ -414,5 +414,53 @@ TEST(MxColumns, StreamedBandGivesTheScalarBytesAndStatisticsBf16) {
 
 TEST(MxColumns, StreamedBandGivesTheScalarBytesAndStatisticsF32) { check_streamed_band(kFloat32); }
 
+// E2M1 codes of a cast at the threshold (8 MiB: 4096 x 4096) go past the caches under the floor
+// scale, on one thread (one band) and on two (two bands of 4 MiB each, the cast's codes counted
+// by the team): codes, scales and statistics must still be the scalar level's, with the columns
+// the table leaves (an inf, a NaN, a tiny amax) redone by the scalar body among the streamed ones.
+void check_streamed_e2m1(DType dtype) {
+  const int64_t rows = 4096, cols = 4096;
+  std::vector<uint16_t> x(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const auto h = static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>(i >> 9);
+    float v = static_cast<float>((h >> 8) & 0xFFFF) / 65536.0f - 0.5f;
+    if (h % 389 == 0) v *= 0x1p-5f;  // flushed to zero codes
+    x[static_cast<size_t>(i)] = float_to_bf16_bits(v);
+  }
+  x[static_cast<size_t>(777 * cols + 100)] = 0x7F80;                                       // inf
+  x[static_cast<size_t>(2049 * cols + 301)] = 0xFFC1;                                      // NaN
+  for (int64_t r = 1024; r < 1056; ++r) x[static_cast<size_t>(r * cols + 4000)] = 0x0001;  // tiny
+  const auto [xs, t] = source_and_transpose(x, rows, cols, dtype);
+  const int threads = omp_get_max_threads();
+  const size_t n = static_cast<size_t>(rows * cols) / 2, ns = n * 2 / kMxBlock;
+  for (const bool stats : {false, true}) {
+    Aligned want(n), want_scales(ns), got(n), got_scales(ns);
+    MxCastStats want_stats, got_stats;
+    mx_quantize_columns(xs.data(), dtype, rows, cols, Element::kE2m1, E8m0Rounding::kFloor, want.p,
+                        want_scales.p, SimdLevel::kScalar, stats ? &want_stats : nullptr);
+    for (const int team : {1, 2}) {
+      omp_set_num_threads(team);
+      for (const SimdLevel level : simd_levels_here()) {
+        std::memset(got.p, 0xAB, n);
+        mx_quantize_columns(xs.data(), dtype, rows, cols, Element::kE2m1, E8m0Rounding::kFloor,
+                            got.p, got_scales.p, level, stats ? &got_stats : nullptr);
+        const std::string at = std::string(dtype.name()) + " on " + std::to_string(team) +
+                               " threads, statistics " + std::to_string(stats) + " at " +
+                               simd_level_name(level);
+        EXPECT_EQ(0, std::memcmp(got.p, want.p, n)) << at;
+        EXPECT_EQ(0, std::memcmp(got_scales.p, want_scales.p, ns)) << at;
+        if (stats) EXPECT_TRUE(same_stats(got_stats, want_stats)) << at;
+      }
+    }
+    omp_set_num_threads(threads);
+  }
+}
+
+TEST(MxColumns, StreamedE2m1GivesTheScalarBytesAndStatisticsBf16) {
+  check_streamed_e2m1(kBFloat16);
+}
+
+TEST(MxColumns, StreamedE2m1GivesTheScalarBytesAndStatisticsF32) { check_streamed_e2m1(kFloat32); }
+
 }  // namespace
 }  // namespace mantissa::kernels::mx

@@ -3,8 +3,8 @@
 // mx_columns_e2m1_avx2.cpp): a band of 32 rows read as it lies, in chunks of columns (kChunkBytes
 // of the band), each chunk's next fetched into L2 while it is encoded (Ahead), the columns beyond
 // the vectors' steps by the scalar body; and the per-column steps both formats take (scales8,
-// record_columns). A file includes it last, after stream_codes.h, mx_blocks_avx2.h and after
-// `#pragma GCC target("avx2,fma,f16c")`, so that no library code is built for the ISA.
+// record_columns). A file includes it last, after stream_codes.h, <omp.h>, mx_blocks_avx2.h and
+// after `#pragma GCC target("avx2,fma,f16c")`, so that no library code is built for the ISA.
 
 namespace mantissa::kernels::mx::detail {
 namespace {
@@ -81,8 +81,10 @@ struct ColumnChunk {
 // encode_column_band's walk for one element format and source dtype: the band's block rows one
 // at a time, their columns in chunks of kChunkBytes of the band, each given to body(ColumnChunk)
 // (the vectors take whole steps of `step` columns: a multiple of 32), the last columns to the
-// scalar body. FP8 codes of a band past the cast-wide threshold go past the caches
-// (ColumnChunk::stream) where each row's 32-byte steps are aligned.
+// scalar body. The codes go past the caches (ColumnChunk::stream; E2M1's rceil body, in float32
+// lanes, stores them as before) where the cast's codes reach the cast-wide threshold and each
+// row's 32-byte steps are aligned; mx_quantize_columns runs its bands one a thread, so the cast's
+// codes are about this band's times the team's size.
 template <Element E, E8m0Rounding R, bool kStats, DType::Id kSrc, class Body>
 void walk_column_bands(const void* src, int64_t rows, int64_t cols, uint8_t* codes, uint8_t* scales,
                        MxStatsRun* runs, int64_t step, Body&& body) {
@@ -92,7 +94,7 @@ void walk_column_bands(const void* src, int64_t rows, int64_t cols, uint8_t* cod
   const int64_t code_row = code_bytes(E, cols);
   const int64_t vec_cols = cols / step * step;
   int64_t saturated = 0, flushed = 0;
-  const bool stream = E != Element::kE2m1 && rows * code_row >= kStreamCodesFrom &&
+  const bool stream = rows * code_row * omp_get_num_threads() >= kStreamCodesFrom &&
                       reinterpret_cast<uintptr_t>(codes) % 32 == 0 && code_row % 32 == 0;
   for (int64_t r0 = 0; r0 < rows; r0 += kMxBlock) {
     const int n = static_cast<int>(std::min(kMxBlock, rows - r0));

@@ -3,10 +3,11 @@
 // (mx_columns_avx2.h's walk), in chunks of columns, twice: each column's amax as vertical maxima
 // of the magnitude bits row by row, then, from the chunk in cache, each row's codes under its
 // columns' scales, two a byte in the source's layout. Under the floor scale the codes come from a
-// byte table of the E2M1 steps (an offset a column), under rceil from float32 lanes. A column
-// whose block the lanes do not cast (floor: a tiny, infinite or NaN amax; rceil: a NaN amax) is
-// encoded again by the scalar body (encode_column_block_scalar).
+// byte table of the E2M1 steps (an offset a column), past the caches for a large cast, under rceil
+// from float32 lanes. A column whose block the lanes do not cast (floor: a tiny, infinite or NaN
+// amax; rceil: a NaN amax) is encoded again by the scalar body (encode_column_block_scalar).
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -162,28 +163,34 @@ void e2m1_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t width, u
 // the ceiling's kStep - 1 and the table's 16 steps into one addend a column. Columns of other E
 // (tiny, infinite or NaN amax) go to the scalar body.
 struct Fp4Consts {
-  __m256i low, high, floor16, top, eight, first_flushed, sat16, sat32, pair, dword_order;
+  __m256i low, high, sixteen, eight, first_flushed, sat16, sat32, bit6, bit22, pair, dword_order,
+      word_order;
   Fp4Consts()
       : low(_mm256_setr_epi8(0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5, 0, 1, 1, 1, 1, 1, 1, 2,
                              2, 2, 3, 3, 4, 4, 5, 5)),
         high(_mm256_setr_epi8(6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 7, 7, 7, 7, 7,
                               7, 7, 7, 7, 7, 7, 7, 7, 7)),
-        floor16(_mm256_set1_epi8(-16)),
-        top(_mm256_set1_epi8(static_cast<char>(0x80))),
+        sixteen(_mm256_set1_epi8(16)),
         eight(_mm256_set1_epi8(8)),
         first_flushed(_mm256_set1_epi8(-15)),
         sat16(_mm256_set1_epi8((3 << 5) - 1)),
         sat32(_mm256_set1_epi32((3 << 21) - 1)),
+        bit6(_mm256_set1_epi16(1 << 6)),
+        bit22(_mm256_set1_epi32(1 << 22)),
         pair(_mm256_set1_epi16(0x1001)),
-        dword_order(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)) {}
+        dword_order(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
+        word_order(_mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8,
+                                    9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)) {}
 };
 
 // The codes of 32 elements from their table indices b - 16 (q) and signs (bytes whose top bit is
-// the sign), the sign in bit 3, in q's element order.
+// the sign), the sign in bit 3, in q's element order. `high` holds b in [16, 31] (q >= 0; below,
+// the byte's top bit gives 0); `low` b in [0, 15] at q + 16, which is negative (0) below b = 0
+// and for b >= 16 wraps to low[b - 16], at most 1, under high's 6 and 7: the codes rise with b,
+// so the larger of the two is the code.
 [[gnu::always_inline]] inline __m256i fp4_nibbles(__m256i q, __m256i signs, const Fp4Consts& t) {
-  const __m256i codes = _mm256_or_si256(
-      _mm256_shuffle_epi8(t.high, q),
-      _mm256_shuffle_epi8(t.low, _mm256_xor_si256(_mm256_max_epi8(q, t.floor16), t.top)));
+  const __m256i codes = _mm256_max_epu8(_mm256_shuffle_epi8(t.high, q),
+                                        _mm256_shuffle_epi8(t.low, _mm256_add_epi8(q, t.sixteen)));
   return _mm256_blendv_epi8(codes, _mm256_or_si256(codes, t.eight), signs);
 }
 
@@ -193,8 +200,9 @@ inline int64_t byte_sum(__m256i v) { return lane_sum(_mm256_sad_epu8(v, _mm256_s
 // A band's E2M1 codes under the floor scale by the table: chunks of `width` columns (a multiple
 // of 64) from column c0, a line of the next chunk fetched a 64 source bytes the second pass reads
 // (in the first pass the fetches would come in a burst, and the second pass would leave the memory
-// idle).
-template <bool kStats, DType::Id kSrc>
+// idle); the codes past the caches where kStream (whole 32-byte steps: a row's 64-column steps
+// fill its lines), which spares memory the read of each code line before its write.
+template <bool kStats, DType::Id kSrc, bool kStream>
 void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t width, uint8_t* codes,
                       int64_t code_row, uint8_t* scale_row, MxStatsRun* runs, int64_t& saturated,
                       int64_t& flushed, Ahead ahead) {
@@ -248,14 +256,18 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
         if constexpr (kBf16) {
           const auto* p = static_cast<const uint16_t*>(src) + k * ld + c0 + 8 * gh;
           const __m256i h0 = load16_bits(p), h1 = load16_bits(p + 16);
-          const __m256i mag = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
+          const __m256i mag = _mm256_set1_epi16(0x7FFF);
           const __m256i a0 = _mm256_and_si256(h0, mag), a1 = _mm256_and_si256(h1, mag);
           const __m256i t0 = _mm256_add_epi16(a0, off[gh]);
           const __m256i t1 = _mm256_add_epi16(a1, off[gh + 2]);
+          // t + bit6 as t minus a compare's -1: Zen 4 runs shifts on the two pipes of the packs
+          // and shuffles, which bound this loop.
           const __m256i v0 = _mm256_srai_epi16(
-              _mm256_add_epi16(t0, _mm256_and_si256(_mm256_srli_epi16(a0, 6), one)), kShift);
+              _mm256_sub_epi16(t0, _mm256_cmpeq_epi16(_mm256_and_si256(a0, t.bit6), t.bit6)),
+              kShift);
           const __m256i v1 = _mm256_srai_epi16(
-              _mm256_add_epi16(t1, _mm256_and_si256(_mm256_srli_epi16(a1, 6), one)), kShift);
+              _mm256_sub_epi16(t1, _mm256_cmpeq_epi16(_mm256_and_si256(a1, t.bit6), t.bit6)),
+              kShift);
           q = _mm256_packs_epi16(v0, v1);
           signs = _mm256_packs_epi16(h0, h1);
           if constexpr (kStats) {
@@ -275,8 +287,7 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
             a[v] = _mm256_and_si256(x[v], _mm256_set1_epi32(0x7FFFFFFF));
             const __m256i tv = _mm256_add_epi32(a[v], off[gh + v]);
             idx[v] = _mm256_srai_epi32(
-                _mm256_add_epi32(
-                    tv, _mm256_and_si256(_mm256_srli_epi32(a[v], 22), _mm256_set1_epi32(1))),
+                _mm256_sub_epi32(tv, _mm256_cmpeq_epi32(_mm256_and_si256(a[v], t.bit22), t.bit22)),
                 kShift);
             if constexpr (kStats)
               sat = _mm256_sub_epi32(
@@ -297,24 +308,33 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
           flush = _mm256_sub_epi8(
               flush, _mm256_sign_epi8(_mm256_and_si256(keep, _mm256_cmpgt_epi8(t.first_flushed, q)),
                                       zero));
-        __m256i nibbles = fp4_nibbles(q, signs, t);
-        if constexpr (!kBf16) nibbles = _mm256_permutevar8x32_epi32(nibbles, t.dword_order);
-        pairs[h] = _mm256_maddubs_epi16(nibbles, t.pair);
+        pairs[h] = _mm256_maddubs_epi16(fp4_nibbles(q, signs, t), t.pair);
       }
       const __m256i bytes = _mm256_packus_epi16(pairs[0], pairs[1]);
-      // bfloat16: dwords [a 0-7, a 16-23, b 0-7, b 16-23 | a 8-15, ...]; float32: qwords
-      // [a 0-15, b 0-15 | a 16-31, b 16-31] (two elements a byte).
-      const __m256i ordered = kBf16 ? _mm256_permutevar8x32_epi32(bytes, t.dword_order)
-                                    : _mm256_permute4x64_epi64(bytes, 0xD8);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4 * g), ordered);
+      // Two elements a byte. bfloat16: dwords [a 0-7, a 16-23, b 0-7, b 16-23 | a 8-15, ...];
+      // float32: words [a 0-3, a 8-11, a 16-19, a 24-27, b 0-3, ... | a 4-7, a 12-15, ...],
+      // the lanes' first halves paired by a qword permute and their words interleaved.
+      const __m256i ordered =
+          kBf16 ? _mm256_permutevar8x32_epi32(bytes, t.dword_order)
+                : _mm256_shuffle_epi8(_mm256_permute4x64_epi64(bytes, 0xD8), t.word_order);
+      if constexpr (kStream)
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + 4 * g), ordered);
+      else
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4 * g), ordered);
     }
     if constexpr (kStats) {
       saturated += kBf16 ? byte_sum(sat) : lane_sum(sat);
       flushed += byte_sum(flush);
     }
   }
+  // The streamed codes reach memory before the scalar body's stores overwrite some of them.
+  bool fenced = !kStream;
   for (int64_t g = 0; g < groups; ++g)
     for (unsigned f = fallback[g]; f; f &= f - 1) {
+      if (!fenced) {
+        _mm_sfence();
+        fenced = true;
+      }
       const int64_t c = c0 + 8 * g + __builtin_ctz(f);
       encode_column_block_scalar(src, dtype, ld, n, c, E, E8m0Rounding::kFloor, codes, code_row,
                                  scale_row + c, kStats ? runs + c : nullptr);
@@ -330,12 +350,19 @@ void columns_as(const void* src, DType dtype, int64_t rows, int64_t cols, uint8_
     // Whole steps of 64 columns: 32 code bytes.
     walk_column_bands<E, R, kStats, kSrc>(
         src, rows, cols, codes, scales, runs, 64, [](const ColumnChunk& k) {
-          if constexpr (R == E8m0Rounding::kFloor)
-            e2m1_floor_chunk<kStats, kSrc>(k.band, k.ld, k.n, k.c0, k.width, k.codes, k.code_row,
-                                           k.scale_row, k.runs, *k.saturated, *k.flushed, k.ahead);
-          else
+          if constexpr (R == E8m0Rounding::kFloor) {
+            if (k.stream)
+              e2m1_floor_chunk<kStats, kSrc, true>(k.band, k.ld, k.n, k.c0, k.width, k.codes,
+                                                   k.code_row, k.scale_row, k.runs, *k.saturated,
+                                                   *k.flushed, k.ahead);
+            else
+              e2m1_floor_chunk<kStats, kSrc, false>(k.band, k.ld, k.n, k.c0, k.width, k.codes,
+                                                    k.code_row, k.scale_row, k.runs, *k.saturated,
+                                                    *k.flushed, k.ahead);
+          } else {
             e2m1_chunk<R, kStats, kSrc>(k.band, k.ld, k.n, k.c0, k.width, k.codes, k.code_row,
                                         k.scale_row, k.runs, *k.saturated, *k.flushed, k.ahead);
+          }
         });
   });
 }

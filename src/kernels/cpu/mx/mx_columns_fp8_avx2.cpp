@@ -9,6 +9,7 @@
 // block the lanes do not cast (an infinite or NaN amax, a multiplier that is not a normal power
 // of 2) is encoded again by the scalar body (encode_column_block_scalar).
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
