@@ -210,7 +210,7 @@ BlockCastStats quantize_128x1(const void* src, DType src_dtype, int64_t rows, in
   const int64_t bands = block_count(rows);
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
-  // bfloat16 or float32 to E4M3: the band casts (AVX2; the AVX-512 bodies at that level),
+  // bfloat16 or float32 to E4M3: the band casts (AVX2; bfloat16's AVX-512 body at that level),
   // kBlockGroupBytes of each row at a time (as
   // the 128x128 cast reads its groups; the last group takes the columns past the last multiple of
   // 32 as well); with fewer bands than threads, a band's columns are shared out in narrower
@@ -249,10 +249,10 @@ BlockCastStats quantize_128x1(const void* src, DType src_dtype, int64_t rows, in
       const int64_t next_bytes = item * std::min(group, fast_cols - nc0);
       BlockCastStats st;
       if (src_dtype == kFloat32)
-        (avx512 ? detail::column_tiles_f32_e4m3_avx512 : detail::column_tiles_f32_e4m3_avx2)(
-            static_cast<const float*>(src) + r0 * ld + c0, ld, rn, cn, codes + r0 * cols + c0, cols,
-            scale_inv + b * cols + c0, for_inf, power_2, epsilon, static_cast<const float*>(next),
-            next_bytes, stream, st);
+        detail::column_tiles_f32_e4m3_avx2(static_cast<const float*>(src) + r0 * ld + c0, ld, rn,
+                                           cn, codes + r0 * cols + c0, cols,
+                                           scale_inv + b * cols + c0, for_inf, power_2, epsilon,
+                                           static_cast<const float*>(next), next_bytes, stream, st);
       else
         (avx512 ? detail::column_tiles_bf16_e4m3_avx512 : detail::column_tiles_bf16_e4m3_avx2)(
             static_cast<const uint16_t*>(src) + r0 * ld + c0, ld, rn, cn, codes + r0 * cols + c0,

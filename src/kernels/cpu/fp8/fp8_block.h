@@ -73,7 +73,7 @@ BlockCastStats quantize_1x128(const void* src, DType src_dtype, int64_t rows, in
 //   rows 128 t.. of column c at t * cols + c). The codes, scales and statistics are those of
 //   quantize_1x128 of x^T made contiguous, transposed back; x is read in memory order, each
 //   column's amax taken as an elementwise maximum over the band's rows (bfloat16 and float32 to
-//   E4M3: detail::column_tiles_*_e4m3_avx2 and _avx512).
+//   E4M3: detail::column_tiles_*_e4m3_avx2, and column_tiles_bf16_e4m3_avx512).
 BlockCastStats quantize_128x1(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                               int64_t ld, uint8_t* codes, float* scale_inv, DType fp8, bool power_2,
                               float epsilon, SimdLevel level = simd_level());
@@ -162,13 +162,6 @@ void column_tiles_bf16_e4m3_avx512(const uint16_t* src, int64_t ld, int64_t rows
                                    uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
                                    bool power_2, float epsilon, const uint16_t* next,
                                    int64_t next_bytes, bool stream, BlockCastStats& st);
-// column_tiles_f32_e4m3_avx2 on AVX-512 (fp8_block_avx512.cpp), with the same arguments and
-// results: 16 columns a vector, the integer codes with unsigned compares for the subnormal test,
-// 16 to bytes by one vpmovdb.
-void column_tiles_f32_e4m3_avx512(const float* src, int64_t ld, int64_t rows, int64_t cols,
-                                  uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
-                                  bool power_2, float epsilon, const float* next,
-                                  int64_t next_bytes, bool stream, BlockCastStats& st);
 // The codes of 32 bfloat16 values at p (32 readable) into d through float32 lanes under each
 // one's scale (scale_of): satfinite_codes of f32(x * scale), the saturated and flushed elements
 // added to st. The AVX-512 column body's rare path.

@@ -434,7 +434,7 @@ struct Bf16Avx2 {
   // The scales 16 at a time (block_scales8 twice). A column's rebias is ((120 - e) << 7) - 6
   // where the fast codes apply and e < 120, else 0xFFFF, which makes every nonzero value of the
   // column take the float32 lanes (codes32).
-  [[gnu::always_inline]] static bool scales32(const uint16_t* top, float for_inf, bool power_2,
+  [[gnu::always_inline]] static void scales32(const uint16_t* top, float for_inf, bool power_2,
                                               float epsilon, float* scale_of, float* inv,
                                               uint16_t* rebias, Acc& acc, uint32_t& nan) {
     for (int c = 0; c < 32; c += 16) {
@@ -461,7 +461,6 @@ struct Bf16Avx2 {
       _mm256_store_si256(reinterpret_cast<__m256i*>(rebias + c),
                          _mm256_permute4x64_epi64(_mm256_packs_epi32(rb[0], rb[1]), 0xD8));
     }
-    return true;
   }
   // The codes of 32 values in 16-bit lanes under each column's rebias rb: y = |h| - rb with
   // unsigned saturation is |h| - ((120 - e) << 7) + 6 (the product's bits rebiased to E4M3's,
@@ -472,7 +471,6 @@ struct Bf16Avx2 {
   // nonzero value of a column whose rebias is 0xFFFF; 0 gets 0. So a step needs the float32
   // lanes where a nonzero |h| has a code below 8: min(packs(|h|), 8) less the code, with unsigned
   // saturation, is nonzero there (packs keeps every |h| of 8 or more at 8 or more).
-  static constexpr bool kRebiasMarksSlow = true;
   template <bool kStream>
   [[gnu::always_inline]] static bool codes32(const uint16_t* p, const uint16_t* rebias,
                                              uint8_t* d) {

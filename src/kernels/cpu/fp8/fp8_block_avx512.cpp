@@ -9,10 +9,10 @@
 // vpmovwb. 32 columns holding a NaN or an inf, under a scale that is not a power of 2 or lies at
 // or above 2^120, or a row's 32 values among which a nonzero one's code lies below 8 (subnormal
 // or flushed), take the float32 lanes of the AVX2 body
-// (column_codes32_bf16_f32_lanes), which give the scalar cast's codes and counts. float32
-// (detail::column_tiles_f32_e4m3_avx512) walks the same way, 16 columns a vector, its codes the
-// integer codes of the AVX2 body, 16 to bytes by one vpmovdb. The same amax, scale, codes and
-// counts as quantize_128x1 at the scalar level.
+// (column_codes32_bf16_f32_lanes), which give the scalar cast's codes and counts. The same amax,
+// scale, codes and counts as quantize_128x1 at the scalar level. (float32 takes the AVX2 body at
+// this level too: its integer codes in 256-bit lanes cost fewer operations than in 512-bit ones,
+// which Zen 4 splits in two.)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // (GCC 12 reports the AVX-512 intrinsics' _mm512_undefined_* operands as uninitialized.)
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -123,7 +123,7 @@ struct Bf16Avx512 {
   // The scales 16 at a time (block_scales16). A column's rebias is ((120 - e) << 7) - 6 where
   // the fast codes apply and e < 120, else 0xFFFF, which makes every nonzero value of the column
   // take the float32 lanes (codes32).
-  [[gnu::always_inline]] static bool scales32(const uint16_t* top, float for_inf, bool power_2,
+  [[gnu::always_inline]] static void scales32(const uint16_t* top, float for_inf, bool power_2,
                                               float epsilon, float* scale_of, float* inv,
                                               uint16_t* rebias, Acc& acc, uint32_t& nan) {
     const __m512i t = _mm512_load_si512(top);
@@ -145,12 +145,10 @@ struct Bf16Avx512 {
                        _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(rb[0])),
                                           _mm512_cvtepi32_epi16(rb[1]), 1));
     nan = nan_lanes;
-    return true;
   }
   // The AVX2 body's codes (Bf16Avx2::codes32: y = |h| less the column's rebias with unsigned
   // saturation, avg(y, bit 4 of |h|) >> 3), 32 to bytes by one vpmovwb; a step takes the float32
   // lanes where a nonzero |h| has a code below 8 (avg below 64).
-  static constexpr bool kRebiasMarksSlow = true;
   template <bool kStream>
   [[gnu::always_inline]] static bool codes32(const uint16_t* p, const uint16_t* rebias,
                                              uint8_t* d) {
@@ -186,104 +184,7 @@ struct Bf16Avx512 {
   }
 };
 
-// The column walk's lanes for float32 on AVX-512: 16 columns a vector; the fast codes are the
-// integer codes of the AVX2 body (|x|'s bits less the column's rebias, rounded to nearest even on
-// the 20 dropped bits; below E4M3's normal range negative, made 0), 16 to bytes by one vpmovdb;
-// the float32 lanes are the AVX2 body's (column_codes32_f32_lanes).
-struct F32Avx512 {
-  using Src = float;
-  using Bits = uint32_t;
-  using Rebias = int32_t;
-  static constexpr Bits kAbs = 0x7FFFFFFFu, kInfBits = 0x7F800000u;
-  static constexpr int64_t kVec = 16;
-  struct Acc {
-    __m512 amax;
-    __m512d top;
-  };
-  using Counts = LaneCounts;
-
-  static float amax_of(Bits bits) { return std::bit_cast<float>(bits); }
-  using Vec = __m512i;
-  [[gnu::always_inline]] static Vec magnitude(const float* p) {
-    return _mm512_and_si512(_mm512_loadu_si512(p), _mm512_set1_epi32(kAbs));
-  }
-  [[gnu::always_inline]] static Vec max(Vec a, Vec b) { return _mm512_max_epu32(a, b); }
-  [[gnu::always_inline]] static void max_into(uint32_t* top, Vec m) {
-    _mm512_store_si512(top, _mm512_max_epu32(_mm512_load_si512(top), m));
-  }
-  // The scales 16 at a time (block_scales16); the rebias is ((120 - e) << 23) less the
-  // rounding's 2^19 - 1.
-  [[gnu::always_inline]] static bool scales32(const uint32_t* top, float for_inf, bool power_2,
-                                              float epsilon, float* scale_of, float* inv,
-                                              int32_t* rebias, Acc& acc, uint32_t& nan) {
-    __mmask16 fast[2];
-    for (int h = 0; h < 2; ++h) {
-      const __m512i b = _mm512_load_si512(top + 16 * h);
-      const __mmask16 nan_lanes = _mm512_cmpgt_epu32_mask(b, _mm512_set1_epi32(kInfBits));
-      const __m512i e = block_scales16(_mm512_castsi512_ps(b), nan_lanes, for_inf, power_2, epsilon,
-                                       scale_of + 16 * h, inv + 16 * h, acc.amax, acc.top, fast[h]);
-      const __m512i shift = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(120), e), 23);
-      _mm512_store_si512(rebias + 16 * h,
-                         _mm512_sub_epi32(shift, _mm512_set1_epi32((1 << 19) - 1)));
-      nan |= static_cast<uint32_t>(nan_lanes) << (16 * h);
-    }
-    return (fast[0] & fast[1]) == 0xFFFF;
-  }
-  // A value's code is subnormal or flushed where 0 < |x| < normal_from: |x| - 1 below
-  // normal_from - 1, which is rebias + 2^23 + 2^19 - 2.
-  static constexpr bool kRebiasMarksSlow = false;
-  template <bool kStream>
-  [[gnu::always_inline]] static bool codes32(const float* p, const int32_t* rebias, uint8_t* d) {
-    __mmask16 below = 0;
-    __m128i half[2];
-    for (int h = 0; h < 2; ++h) {
-      const __m512i x = _mm512_loadu_si512(p + 16 * h);
-      const __m512i rb = _mm512_load_si512(rebias + 16 * h);
-      const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(kAbs));
-      below |= _mm512_cmplt_epu32_mask(
-          _mm512_sub_epi32(a, _mm512_set1_epi32(1)),
-          _mm512_add_epi32(rb, _mm512_set1_epi32((1 << 23) + (1 << 19) - 2)));
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, 20), _mm512_set1_epi32(1));
-      const __m512i code =
-          _mm512_max_epi32(_mm512_srai_epi32(_mm512_add_epi32(_mm512_sub_epi32(a, rb), lsb), 20),
-                           _mm512_setzero_si512());
-      // code | ((x >> 24) & 0x80)
-      const __m512i bytes =
-          _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(x, 24), _mm512_set1_epi32(0x80), 0xF8);
-      half[h] = _mm512_cvtepi32_epi8(bytes);
-    }
-    columns::put32<kStream>(d,
-                            _mm256_inserti128_si256(_mm256_castsi128_si256(half[0]), half[1], 1));
-    return below == 0;
-  }
-  [[gnu::always_inline]] static void codes32_f32(const float* p, const float* scale_of, uint8_t* d,
-                                                 LaneCounts& counts) {
-    column_codes32_f32_lanes(p, scale_of, d, counts);
-  }
-  static void finish(const Acc& acc, const LaneCounts& counts, float amax_max, double top_max,
-                     BlockCastStats& st) {
-    alignas(64) float amaxes[16];
-    alignas(64) double tops[8];
-    _mm512_store_ps(amaxes, acc.amax);
-    _mm512_store_pd(tops, acc.top);
-    for (const float a : amaxes) amax_max = std::max(amax_max, a);
-    for (const double t : tops) top_max = std::max(top_max, t);
-    st.amax = amax_max;
-    st.peak = std::max(st.peak, top_max / kE4m3Max);
-    st.saturated += lane_sum(counts.saturated);
-    st.flushed += lane_sum(counts.flushed);
-  }
-};
-
 }  // namespace
-
-void column_tiles_f32_e4m3_avx512(const float* src, int64_t ld, int64_t rows, int64_t cols,
-                                  uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
-                                  bool power_2, float epsilon, const float* next,
-                                  int64_t next_bytes, bool stream, BlockCastStats& st) {
-  columns::column_tiles<F32Avx512>(src, ld, rows, cols, dst, ldd, scale_inv, for_inf, power_2,
-                                   epsilon, next, next_bytes, stream, st);
-}
 
 void column_tiles_bf16_e4m3_avx512(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols,
                                    uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,

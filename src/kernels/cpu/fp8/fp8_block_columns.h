@@ -26,14 +26,12 @@
 //                      the vector of kVec bits; the magnitude bits of p[0, kVec); their
 //                      elementwise maximum; top[0, kVec) = max(top, m) (fold_rows)
 //   Acc, Counts        the scales' amax and amax * scale maxima; the float32 lanes' counts
-//   scales32(top, for_inf, power_2, epsilon, scale_of, inv, rebias, acc, nan) -> fast
+//   scales32(top, for_inf, power_2, epsilon, scale_of, inv, rebias, acc, nan)
 //                      32 columns' scales, scale_invs, constants; nan: the columns whose top
-//                      is a NaN's (their scale_of and inv are written again); fast: every
-//                      column takes the fast codes (a power-of-2 scale 2^e, e <= 120, amax *
-//                      scale within E4M3's range, no NaN)
-//   kRebiasMarksSlow   true where a column outside the fast codes has a rebias that makes
-//                      codes32 fail on any nonzero value of it, so that the walk need not test
-//                      `fast` at each step
+//                      is a NaN's (their scale_of and inv are written again). A column outside
+//                      the fast codes (a power-of-2 scale 2^e, e below the level's limit, amax *
+//                      scale within E4M3's range, no NaN) gets a rebias that makes codes32 fail
+//                      on any nonzero value of it, so that the walk tests nothing per column
 //   codes32<kStream>(p, rebias, d) -> ok
 //                      32 codes under the fast constants (put32<kStream>); false where a value's
 //                      code is subnormal or flushed (the caller makes them again)
@@ -112,14 +110,12 @@ inline void column_tiles(const typename L::Src* src, int64_t ld, int64_t rows, i
   alignas(64) typename L::Rebias rebias[kMaxCols];
   alignas(64) float scale_of[kMaxCols];
   alignas(64) float inv[kMaxCols];
-  bool fast[kMaxCols / 32];
   typename L::Acc acc{};
   float amax_max = st.amax;
   double top_max = 0.0;
   for (int64_t c = 0; c < padded; c += 32) {
     uint32_t nan = 0;
-    fast[c / 32] = L::scales32(top + c, for_inf, power_2, epsilon, scale_of + c, inv + c,
-                               rebias + c, acc, nan);
+    L::scales32(top + c, for_inf, power_2, epsilon, scale_of + c, inv + c, rebias + c, acc, nan);
     for (; nan; nan &= nan - 1) {
       const int64_t j = c + __builtin_ctz(nan);
       Bits bits = 0;
@@ -153,15 +149,9 @@ inline void column_tiles(const typename L::Src* src, int64_t ld, int64_t rows, i
       if (ahead > 0) touch_pages(line, ahead);
       int n = 0;
       const int64_t fetched_here = fetched;
-      const auto step = [&](int64_t c) {
-        if constexpr (L::kRebiasMarksSlow) {
-          if (!L::template codes32<kStream>(p + c, rebias + c, d + c)) [[unlikely]]
-            again[n++] = static_cast<int32_t>(c);
-        } else {
-          if (!(fast[c / 32] && L::template codes32<kStream>(p + c, rebias + c, d + c)))
-              [[unlikely]]
-            again[n++] = static_cast<int32_t>(c);
-        }
+      const auto step = [&](int64_t c) __attribute__((always_inline)) {
+        if (!L::template codes32<kStream>(p + c, rebias + c, d + c)) [[unlikely]]
+          again[n++] = static_cast<int32_t>(c);
       };
       int64_t c = 0;
       for (; c < fetched_here; c += 32) {
@@ -180,8 +170,7 @@ inline void column_tiles(const typename L::Src* src, int64_t ld, int64_t rows, i
         L::codes32_f32(p + again[i], scale_of + again[i], d + again[i], counts);
       if (tail) {
         const Src* q = rest_of(r);
-        if (!((L::kRebiasMarksSlow || fast[full / 32]) &&
-              L::template codes32<false>(q, rebias + full, rest_codes)))
+        if (!L::template codes32<false>(q, rebias + full, rest_codes))
           L::codes32_f32(q, scale_of + full, rest_codes, counts);
         std::copy_n(rest_codes, tail, d + full);
       }

@@ -74,20 +74,18 @@ __attribute__((target("avx2"))) inline uint32_t max_magnitude_128(const float* s
 
 // The constants of one scale's cast: the scale for float32 lanes and, where the integer codes
 // apply (scale 2^e with e <= 120, amax * scale within E4M3's range), rebias = ((120 - e) << 23)
-// less the rounding's 2^19 - 1, and normal_from - 1, normal_from = (121 - e) << 23 being the
-// smallest |x| whose product is a normal E4M3 value.
+// less the rounding's 2^19 - 1 (int_codes32).
 struct Lanes {
   float scale;
-  int32_t rebias, normal_below;
+  int32_t rebias;
   bool fast;
 };
 
 inline Lanes lanes_of(float amax, float scale) {
-  Lanes l{scale, 0, 0, false};
+  Lanes l{scale, 0, false};
   int e = 0;
   if (!pow2_exponent(scale, &e) || e > 120 || !(amax * scale <= kE4m3Max)) return l;
   l.rebias = static_cast<int32_t>(static_cast<uint32_t>(120 - e) << 23) - ((1 << 19) - 1);
-  l.normal_below = static_cast<int32_t>((static_cast<uint32_t>(121 - e) << 23) - 1);
   l.fast = true;
   return l;
 }
@@ -106,15 +104,41 @@ __attribute__((target("avx2"), always_inline)) inline void cast_32_f32(const flo
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), pack32_bytes(c[0], c[1], c[2], c[3]));
 }
 
-// The code of |x| (bits in 32-bit lanes) under the integer constants: negative where the product
-// is below E4M3's normal range (code 0 after the unsigned pack); low takes the minimum of |x| - 1
-// (0 wraps to the largest), which finds a lane with 0 < |x| < normal_from.
-__attribute__((target("avx2"), always_inline)) inline __m256i code_of(__m256i x, __m256i rebias,
-                                                                      __m256i& low) {
-  const __m256i a = _mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF));
-  low = _mm256_min_epu32(low, _mm256_sub_epi32(a, _mm256_set1_epi32(1)));
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, 20), _mm256_set1_epi32(1));
-  return _mm256_srai_epi32(_mm256_add_epi32(_mm256_sub_epi32(a, rebias), lsb), 20);
+// The codes of 32 float32 values at p under the integer constants (rb[q], each lane's rebias
+// ((120 - e) << 23) - (2^19 - 1), for values 8q to 8q + 7), in element order: |x|'s bits less the
+// rebias plus bit 20 of |x| (the product's lowest kept bit), >> 20, is the product's code
+// rounded to nearest even where the product is a normal E4M3 value. Below E4M3's normal range
+// the code lies under 8 (negative under 2^-7, 0 after the unsigned pack), but for a product in
+// [2^-7 * 1.9375, 2^-6) whose code is 8, the smallest normal; 0 gets 0. `low` is or-ed with a
+// nonzero byte where a nonzero value has a code below 8, whose code must come from float32
+// lanes: min(packs(|x|), 8) less the code with unsigned saturation (the signed packs keep an |x|
+// of 8 or more at 8 or more, and 1 to 7 as they are). A rebias of INT32_MAX gives every value a
+// code of 0 (and every nonzero one to the float32 lanes).
+__attribute__((target("avx2"), always_inline)) inline __m256i int_codes32(const float* p,
+                                                                          const __m256i* rb,
+                                                                          __m256i& low) {
+  const __m256i abs = _mm256_set1_epi32(0x7FFFFFFF), bit20 = _mm256_set1_epi32(1 << 20);
+  __m256i x[4], a[4], code[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    x[q] = load8i(p + 8 * q);
+    a[q] = _mm256_and_si256(x[q], abs);
+    // -1 where bit 20 is set (a compare, not a shift: Zen 4 shifts and shuffles share two pipes).
+    const __m256i lsb = _mm256_cmpeq_epi32(_mm256_and_si256(a[q], bit20), bit20);
+    code[q] = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_sub_epi32(a[q], rb[q]), lsb), 20);
+  }
+  // Bytes in the packs' order (values 0-3 of each vector, then 4-7): the codes (0 to 0x7E), x's
+  // signs (the signed packs keep a negative x negative), |x| at least 8 where it is.
+  const __m256i codes = _mm256_packus_epi16(_mm256_packus_epi32(code[0], code[1]),
+                                            _mm256_packus_epi32(code[2], code[3]));
+  const __m256i signs =
+      _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
+  const __m256i mags =
+      _mm256_packs_epi16(_mm256_packs_epi32(a[0], a[1]), _mm256_packs_epi32(a[2], a[3]));
+  low = _mm256_or_si256(low, _mm256_subs_epu8(_mm256_min_epu8(mags, _mm256_set1_epi8(8)), codes));
+  const __m256i bytes =
+      _mm256_or_si256(codes, _mm256_and_si256(signs, _mm256_set1_epi8(static_cast<char>(0x80))));
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 // The codes of 128 float32 values at s into d: through the integer codes where they apply and no
@@ -128,29 +152,15 @@ __attribute__((target("avx2"), always_inline)) inline void cast_128(const float*
     for (int q = 0; q < 4; ++q) cast_32_f32(s + 32 * q, d + 32 * q, scale, counts);
     return;
   }
-  const __m256i rebias = _mm256_set1_epi32(l.rebias);
-  const __m256i sign_bit = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  __m256i low = _mm256_set1_epi32(-1);
-  for (int q = 0; q < 4; ++q) {
-    const float* p = s + 32 * q;
-    const __m256i x0 = load8i(p), x1 = load8i(p + 8), x2 = load8i(p + 16), x3 = load8i(p + 24);
-    const __m256i c0 = code_of(x0, rebias, low), c1 = code_of(x1, rebias, low);
-    const __m256i c2 = code_of(x2, rebias, low), c3 = code_of(x3, rebias, low);
-    // The codes (0 to 0x7E) and x's signs (kept by the signed packs) in the same byte order.
-    const __m256i codes =
-        _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
-    const __m256i signs =
-        _mm256_packs_epi16(_mm256_packs_epi32(x0, x1), _mm256_packs_epi32(x2, x3));
-    const __m256i bytes = _mm256_or_si256(codes, _mm256_and_si256(signs, sign_bit));
+  const __m256i rb = _mm256_set1_epi32(l.rebias);
+  const __m256i rebias[4] = {rb, rb, rb, rb};
+  __m256i low = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q),
-                        _mm256_permutevar8x32_epi32(bytes, order));
-  }
-  // A lane with 0 < |x| < normal_from (|x| - 1 below normal_from - 1): a subnormal or flushed
-  // code, which the float32 lanes give with their counts.
-  const __m256i below = _mm256_set1_epi32(l.normal_below);
-  const __m256i ok = _mm256_cmpeq_epi32(_mm256_max_epu32(low, below), low);
-  if (_mm256_movemask_epi8(ok) != -1) [[unlikely]]
+                        int_codes32(s + 32 * q, rebias, low));
+  // A value with a subnormal or flushed code, which the float32 lanes give with their counts.
+  if (!_mm256_testz_si256(low, low)) [[unlikely]]
     for (int q = 0; q < 4; ++q) cast_32_f32(s + 32 * q, d + 32 * q, scale, counts);
 }
 
@@ -277,7 +287,7 @@ __attribute__((target("avx2"))) void blocks_128x128_f32_e4m3_avx2(
 namespace {
 
 // The column walk's lanes (fp8_block_columns.h) for float32 on AVX2: 8 columns a vector; the fast
-// codes are code_of's, the integer codes under each column's rebias.
+// codes are int_codes32's, the integer codes under each column's rebias.
 struct F32Avx2 {
   using Src = float;
   using Bits = uint32_t;
@@ -302,11 +312,11 @@ struct F32Avx2 {
     _mm256_store_si256(t, _mm256_max_epi32(_mm256_load_si256(t), m));
   }
   // The scales 8 at a time (block_scales8); the rebias is ((120 - e) << 23) less the rounding's
-  // 2^19 - 1.
-  [[gnu::always_inline]] static bool scales32(const uint32_t* top, float for_inf, bool power_2,
+  // 2^19 - 1 where the integer codes apply, else INT32_MAX, which makes every nonzero value of
+  // the column take the float32 lanes (int_codes32).
+  [[gnu::always_inline]] static void scales32(const uint32_t* top, float for_inf, bool power_2,
                                               float epsilon, float* scale_of, float* inv,
                                               int32_t* rebias, Acc& acc, uint32_t& nan) {
-    unsigned fast = 0;
     for (int c = 0; c < 32; c += 8) {
       const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(top + c));
       const __m256i nan_lanes =
@@ -315,40 +325,22 @@ struct F32Avx2 {
       const __m256i e = block_scales8(_mm256_castsi256_ps(b), nan_lanes, for_inf, power_2, epsilon,
                                       scale_of + c, inv + c, acc.amax, acc.top, ok);
       const __m256i shift = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(120), e), 23);
+      const __m256i r = _mm256_sub_epi32(shift, _mm256_set1_epi32((1 << 19) - 1));
       _mm256_store_si256(reinterpret_cast<__m256i*>(rebias + c),
-                         _mm256_sub_epi32(shift, _mm256_set1_epi32((1 << 19) - 1)));
-      fast |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) << c;
+                         _mm256_blendv_epi8(_mm256_set1_epi32(INT32_MAX), r, ok));
       nan |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(nan_lanes))) << c;
     }
-    return fast == 0xFFFFFFFFu;
   }
-  // code_of under each column's rebias; a value's code is subnormal or flushed where 0 < |x| <
-  // normal_from: |x| - 1 below normal_from - 1, which is rebias + 2^23 + 2^19 - 2.
-  static constexpr bool kRebiasMarksSlow = false;
+  // int_codes32 under each column's rebias; a step takes the float32 lanes where a nonzero value
+  // has a code below 8.
   template <bool kStream>
   [[gnu::always_inline]] static bool codes32(const float* p, const int32_t* rebias, uint8_t* d) {
-    const __m256i to_below = _mm256_set1_epi32((1 << 23) + (1 << 19) - 2);
-    __m256i x[4], code[4];
-    __m256i ok = _mm256_set1_epi32(-1);
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
-      x[q] = load8i(p + 8 * q);
-      const __m256i rb = _mm256_load_si256(reinterpret_cast<const __m256i*>(rebias + 8 * q));
-      __m256i low = _mm256_set1_epi32(-1);
-      code[q] = code_of(x[q], rb, low);
-      const __m256i below = _mm256_add_epi32(rb, to_below);
-      ok = _mm256_and_si256(ok, _mm256_cmpeq_epi32(_mm256_max_epu32(low, below), low));
-    }
-    // The codes (0 to 0x7E) and x's signs (kept by the signed packs) in the same byte order.
-    const __m256i codes = _mm256_packus_epi16(_mm256_packus_epi32(code[0], code[1]),
-                                              _mm256_packus_epi32(code[2], code[3]));
-    const __m256i signs =
-        _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
-    const __m256i bytes =
-        _mm256_or_si256(codes, _mm256_and_si256(signs, _mm256_set1_epi8(static_cast<char>(0x80))));
-    columns::put32<kStream>(
-        d, _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-    return _mm256_movemask_epi8(ok) == -1;
+    const auto* r = reinterpret_cast<const __m256i*>(rebias);
+    const __m256i rb[4] = {_mm256_load_si256(r), _mm256_load_si256(r + 1), _mm256_load_si256(r + 2),
+                           _mm256_load_si256(r + 3)};
+    __m256i low = _mm256_setzero_si256();
+    columns::put32<kStream>(d, int_codes32(p, rb, low));
+    return _mm256_testz_si256(low, low);
   }
   [[gnu::always_inline]] static void codes32_f32(const float* p, const float* scale_of, uint8_t* d,
                                                  LaneCounts& counts) {
