@@ -505,10 +505,10 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
 // 128x1 tiles of bfloat16 and float32 (the band casts, 32 columns a step) at every SIMD level
 // give the scalar level's codes, scales and statistics, for widths of every kind: 16 columns
 // (one padded step), 48 (a step of 32 and a padded one of 16), 150, 560, and 8264 (wider than a
-// group of kBlockGroupBytes of each row: two groups of bfloat16, three of float32), with a short
+// group of kColumnGroupBytes of each row: five groups of bfloat16, nine of float32), with a short
 // last band (300 rows), none (256), or one short band alone (100 rows, whose columns are shared out
 // between threads in narrower groups where there are two or more); and columns in both halves of
-// a 32-column step and in the next step, in the first group and the second, holding a NaN, an
+// a 32-column step and in the next step, in the first group and the last, holding a NaN, an
 // inf, all zeros, a subnormal amax (its scale overflows to the source's largest value), values
 // at 448 before and after scaling, bfloat16's largest value, a value whose code is subnormal and
 // one that flushes, and an amax whose scale lies above 2^120.

@@ -211,14 +211,13 @@ BlockCastStats quantize_128x1(const void* src, DType src_dtype, int64_t rows, in
   const int64_t item = static_cast<int64_t>(src_dtype.itemsize());
   const float max = fp8_max_of(fp8), for_inf = largest_finite(src_dtype);
   // bfloat16 or float32 to E4M3: the band casts (AVX2; bfloat16's AVX-512 body at that level),
-  // kBlockGroupBytes of each row at a time (as
-  // the 128x128 cast reads its groups; the last group takes the columns past the last multiple of
-  // 32 as well); with fewer bands than threads, a band's columns are shared out in narrower
-  // groups.
+  // kColumnGroupBytes of each row at a time (the last group takes the columns past the last
+  // multiple of 32 as well); with fewer bands than threads, a band's columns are shared out in
+  // narrower groups.
   const bool fast = e4m3_tiles(src_dtype, fp8, level);
   const bool avx512 = std::min(level, simd_level()) >= SimdLevel::kAvx512;
   const int64_t fast_cols = fast ? cols : 0;
-  int64_t group = kBlockGroupBytes / item;
+  int64_t group = kColumnGroupBytes / item;
   const int64_t threads = omp_get_max_threads();
   if (fast_cols > 0 && bands < threads && rows * cols > (1 << 15)) {
     const int64_t per_band = (threads + bands - 1) / bands;

@@ -82,7 +82,7 @@ inline void column_tiles(const typename L::Src* src, int64_t ld, int64_t rows, i
   using Src = typename L::Src;
   using Bits = typename L::Bits;
   constexpr int64_t kItem = sizeof(Src);
-  constexpr int64_t kMaxCols = kBlockGroupBytes / kItem + 32;
+  constexpr int64_t kMaxCols = kColumnGroupBytes / kItem + 32;
   constexpr int kFoldRows = 4;
   const int64_t full = cols / 32 * 32, tail = cols - full, padded = full + (tail ? 32 : 0);
   alignas(64) Src rest[32] = {};
