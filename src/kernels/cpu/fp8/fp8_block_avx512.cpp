@@ -19,7 +19,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <limits>
 
