@@ -1,10 +1,10 @@
 // AVX2 (+FMA, F16C) bodies of the MX row casts to E2M1, which the AVX-512 level runs too: eight
-// blocks' amax and scales at a time, a group ahead, then each block cast on the source's bits in
-// the source's lanes (32-bit for float32, 16-bit for bfloat16): under the floor scale by a byte
-// table of each element's step on the grid (encode_fp4_groups), under rceil by integer rounding
-// and two compares (encode_groups); other blocks in float32 lanes, 8 at a time (four vectors a
-// block), and those whose multiplier is NaN, and a row's short last block, by the scalar body.
-// Float32 casts whose codes outgrow the caches stream them past the caches.
+// blocks' amax and scales at a time, a group ahead, then each block cast on the source's bits:
+// under the floor scale by a byte table of each element's step on the grid in 16-bit lanes
+// (encode_fp4_groups; a float32 source's high halves, sticky), under rceil by integer rounding
+// and two compares in the source's lanes (encode_groups); other blocks in float32 lanes, 8 at a
+// time (four vectors a block), and those whose multiplier is NaN, and a row's short last block, by
+// the scalar body. Float32 casts whose codes outgrow the caches stream them past the caches.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -229,9 +229,12 @@ int64_t encode_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scale
 // the bit of v worth 2 kSteps, puts every such v on its side: a non-strict step (k = 6, 11, 15
 // steps) has that bit set and a strict one (0, 9, 13, 17) clear, and a v between two steps
 // takes the upper's index either way. b (0..20) gives the code through two 16-entry byte tables
-// (Fp4Table), 32 codes a vector: the source's lanes only add, shift and pack. Saturated: y > 6,
-// compared in the source's lanes; flushed: nonzero x whose index is 0. Blocks of other E
-// (tiny, infinite or NaN amax) and their group take encode_block; a zero block's index is 0.
+// (Fp4Table), 32 codes a vector: 16-bit lanes only add, shift and pack. Saturated: y > 6;
+// flushed: nonzero x whose index is 0. Blocks of other E (tiny, infinite or NaN amax) and their
+// group take encode_block; a zero block's index is 0. A float32 source is cast on bfloat16 bits:
+// each element's high half with bit 0 set where its low half is not 0 (sticky). The steps and 6
+// are bfloat16 values with bit 0 clear, so each compare with them (strict or not), and the zero
+// test, comes out on those bits as on the float32 bits.
 
 // The per-group values of eight blocks: amax bits (float32's), multipliers and the offsets
 // added to |x|'s bits (((1 - 4 max(E, 5)) << kShift) - 1: the bits of 0.25, e << kFrac, the
@@ -243,9 +246,9 @@ struct Fp4Group {
   unsigned slow;  // bit b: block b is not cast by the table
 };
 
-template <DType::Id kSrc>
+// The table's 16-bit lanes (bfloat16 bits): kFrac fraction bits, kStep = 2^kShift.
 struct Fp4Lanes {
-  static constexpr int kFrac = kSrc == DType::Id::f32 ? 23 : 7;
+  static constexpr int kFrac = 7;
   static constexpr int kShift = kFrac - 2;
 };
 
@@ -257,11 +260,11 @@ struct Fp4Table {
   __m256i top;            // 0x80: the low table's index b + 0x70 from max(b - 16, -16)
   __m256i eight;          // the sign's bit of a code
   __m256i first_flushed;  // -15: b - 16 below it is index 0
-  __m256i sat16;          // bfloat16: 95 (3 steps less 1) in bytes
-  __m256i sat32;          // float32: 3 steps less 1
+  __m256i sat16;          // 95 (3 steps less 1) in bytes
   __m256i pair;           // maddubs weights 1, 16: two codes to a byte
   __m256i dword_order;
-  __m256i magnitude16, one16, magnitude32, one32;
+  __m256i magnitude16, magnitude32, one32;
+  __m256i bit6_16;  // the bit of |x| worth 2 kSteps
   // The groups' (32-bit lanes): 2 (emax of E2M1), 4, 5, 255, 254, one, inf's bits, 2^126's.
   __m256i two, four, five, c255, c254, inf, scale0_mul;
   Fp4Table()
@@ -273,14 +276,13 @@ struct Fp4Table {
         top(_mm256_set1_epi8(static_cast<char>(0x80))),
         eight(_mm256_set1_epi8(8)),
         first_flushed(_mm256_set1_epi8(-15)),
-        sat16(_mm256_set1_epi8((3 << Fp4Lanes<DType::Id::bf16>::kShift) - 1)),
-        sat32(_mm256_set1_epi32((3 << Fp4Lanes<DType::Id::f32>::kShift) - 1)),
+        sat16(_mm256_set1_epi8((3 << Fp4Lanes::kShift) - 1)),
         pair(_mm256_set1_epi16(0x1001)),
         dword_order(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
         magnitude16(_mm256_set1_epi16(0x7FFF)),
-        one16(_mm256_set1_epi16(1)),
         magnitude32(_mm256_set1_epi32(0x7FFFFFFF)),
         one32(_mm256_set1_epi32(1)),
+        bit6_16(_mm256_set1_epi16(1 << (Fp4Lanes::kShift + 1))),
         two(_mm256_set1_epi32(2)),
         four(_mm256_set1_epi32(4)),
         five(_mm256_set1_epi32(5)),
@@ -330,12 +332,11 @@ template <DType::Id kSrc>
   const __m256i steps =
       _mm256_sub_epi32(t.one32, _mm256_slli_epi32(_mm256_max_epi32(e, t.five), 2));
   _mm256_store_si256(reinterpret_cast<__m256i*>(g.off),
-                     _mm256_sub_epi32(_mm256_slli_epi32(steps, Fp4Lanes<kSrc>::kShift), t.one32));
+                     _mm256_sub_epi32(_mm256_slli_epi32(steps, Fp4Lanes::kShift), t.one32));
 }
 
-// The statistics' lanes of the table's blocks: saturated elements (float32: -1 masks in 32-bit
-// lanes; bfloat16: counts in bytes) and flushed ones (counts in bytes), moved out at least every
-// 128 blocks.
+// The statistics' lanes of the table's blocks: saturated and flushed elements, counts in bytes,
+// moved out at least every 128 blocks.
 struct Fp4Counts {
   __m256i sat, flushed;
   [[gnu::always_inline]] void clear() { sat = flushed = _mm256_setzero_si256(); }
@@ -347,54 +348,42 @@ struct Fp4Counts {
 template <DType::Id kSrc, bool kStats>
 [[gnu::always_inline]] inline __m256i fp4_pairs(const void* src, int64_t j, int32_t off_bits,
                                                 const Fp4Table& t, Fp4Counts& n) {
-  using L = Fp4Lanes<kSrc>;
-  __m256i q, signs, zero, sat;  // sat: bfloat16's saturated bytes
+  using L = Fp4Lanes;
+  __m256i h0, h1;  // bfloat16 bits: a float32 source's high halves, sticky in bit 0
   if constexpr (kSrc == DType::Id::bf16) {
     const auto* p = static_cast<const uint16_t*>(src) + j;
-    const __m256i off = _mm256_set1_epi16(static_cast<int16_t>(off_bits));
-    const __m256i mag = t.magnitude16, one = t.one16;
-    const __m256i h0 = load16_bits(p), h1 = load16_bits(p + 16);
-    const __m256i a0 = _mm256_and_si256(h0, mag), a1 = _mm256_and_si256(h1, mag);
-    const __m256i t0 = _mm256_add_epi16(a0, off), t1 = _mm256_add_epi16(a1, off);
-    const __m256i v0 = _mm256_srai_epi16(
-        _mm256_add_epi16(t0, _mm256_and_si256(_mm256_srli_epi16(a0, 6), one)), L::kShift);
-    const __m256i v1 = _mm256_srai_epi16(
-        _mm256_add_epi16(t1, _mm256_and_si256(_mm256_srli_epi16(a1, 6), one)), L::kShift);
-    q = _mm256_packs_epi16(v0, v1);
-    signs = _mm256_packs_epi16(h0, h1);
-    if constexpr (kStats) {
-      // y > 6: v > 18 steps, t above 3 steps less 1 (95: t saturated to a byte keeps it).
-      sat = _mm256_cmpgt_epi8(_mm256_packs_epi16(t0, t1), t.sat16);
-      zero = _mm256_packs_epi16(a0, a1);
-    }
+    h0 = load16_bits(p);
+    h1 = load16_bits(p + 16);
   } else {
+    // Each float32's sticky high half: the high half shifted down (its sign extended, so the
+    // pack keeps it) or'd with the low half's minimum with 1.
     const auto* p = static_cast<const float*>(src) + j;
-    const __m256i off = _mm256_set1_epi32(off_bits);
-    const __m256i mag = t.magnitude32, one = t.one32;
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
-    const __m256i x2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
-    const __m256i x3 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 24));
-    const __m256i a0 = _mm256_and_si256(x0, mag), a1 = _mm256_and_si256(x1, mag);
-    const __m256i a2 = _mm256_and_si256(x2, mag), a3 = _mm256_and_si256(x3, mag);
-    const __m256i t0 = _mm256_add_epi32(a0, off), t1 = _mm256_add_epi32(a1, off);
-    const __m256i t2 = _mm256_add_epi32(a2, off), t3 = _mm256_add_epi32(a3, off);
-    const auto index = [&](__m256i a, __m256i t) {
-      return _mm256_srai_epi32(_mm256_add_epi32(t, _mm256_and_si256(_mm256_srli_epi32(a, 22), one)),
-                               L::kShift);
+    const __m256i one = t.one32;
+    const auto sticky = [&](int v) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * v));
+      return _mm256_or_si256(_mm256_srai_epi32(x, 16), _mm256_min_epu16(x, one));
     };
-    q = _mm256_packs_epi16(_mm256_packs_epi32(index(a0, t0), index(a1, t1)),
-                           _mm256_packs_epi32(index(a2, t2), index(a3, t3)));
-    signs = _mm256_packs_epi16(_mm256_packs_epi32(x0, x1), _mm256_packs_epi32(x2, x3));
-    if constexpr (kStats) {
-      const __m256i above = t.sat32;
-      n.sat = _mm256_add_epi32(
-          n.sat,
-          _mm256_add_epi32(
-              _mm256_add_epi32(_mm256_cmpgt_epi32(t0, above), _mm256_cmpgt_epi32(t1, above)),
-              _mm256_add_epi32(_mm256_cmpgt_epi32(t2, above), _mm256_cmpgt_epi32(t3, above))));
-      zero = _mm256_packs_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
-    }
+    h0 = _mm256_packs_epi32(sticky(0), sticky(1));  // [0-3 8-11 | 4-7 12-15]
+    h1 = _mm256_packs_epi32(sticky(2), sticky(3));
+  }
+  const __m256i off = _mm256_set1_epi16(static_cast<int16_t>(off_bits));
+  const __m256i mag = t.magnitude16;
+  const __m256i a0 = _mm256_and_si256(h0, mag), a1 = _mm256_and_si256(h1, mag);
+  const __m256i t0 = _mm256_add_epi16(a0, off), t1 = _mm256_add_epi16(a1, off);
+  // (t + bit 6 of a) >> kShift, the bit as a compare's -1 subtracted: a compare in place of a
+  // shift, which on Zen 4 shares two pipes with the packs and table lookups.
+  const __m256i bit = t.bit6_16;
+  const __m256i v0 = _mm256_srai_epi16(
+      _mm256_sub_epi16(t0, _mm256_cmpeq_epi16(_mm256_and_si256(a0, bit), bit)), L::kShift);
+  const __m256i v1 = _mm256_srai_epi16(
+      _mm256_sub_epi16(t1, _mm256_cmpeq_epi16(_mm256_and_si256(a1, bit), bit)), L::kShift);
+  const __m256i q = _mm256_packs_epi16(v0, v1);
+  const __m256i signs = _mm256_packs_epi16(h0, h1);
+  __m256i sat, zero;
+  if constexpr (kStats) {
+    // y > 6: v > 18 steps, t above 3 steps less 1 (95: t saturated to a byte keeps it).
+    sat = _mm256_cmpgt_epi8(_mm256_packs_epi16(t0, t1), t.sat16);
+    zero = _mm256_packs_epi16(a0, a1);
   }
   const __m256i codes = _mm256_or_si256(
       _mm256_shuffle_epi8(t.high, q),
@@ -403,7 +392,7 @@ template <DType::Id kSrc, bool kStats>
     // Index 0 (b - 16 below -15) and x nonzero: the index's mask, 0 where |x|'s byte is.
     n.flushed =
         _mm256_sub_epi8(n.flushed, _mm256_sign_epi8(_mm256_cmpgt_epi8(t.first_flushed, q), zero));
-    if constexpr (kSrc == DType::Id::bf16) n.sat = _mm256_sub_epi8(n.sat, sat);
+    n.sat = _mm256_sub_epi8(n.sat, sat);
     // Counted here, in registers: GCC otherwise sinks the counts below the group's other
     // blocks, spilling each block's lanes until then.
     asm("" : "+x"(n.sat), "+x"(n.flushed));
@@ -441,7 +430,6 @@ int64_t encode_fp4_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
   constexpr E8m0Rounding R = E8m0Rounding::kFloor;
   constexpr Element E = Element::kE2m1;
   constexpr int64_t kGroup = 8 * kMxBlock;
-  constexpr bool kHalf = kSrc == DType::Id::bf16;
   const int64_t groups = n / kGroup;
   if (groups == 0) return 0;
   Fp4Table t;
@@ -451,8 +439,7 @@ int64_t encode_fp4_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
   __m256 peak = _mm256_setzero_ps();
   const auto move_counts = [&] {
     // Four 64-bit sums of bytes below 2^31: lane_sum's high halves are 0.
-    st->run.saturated += kHalf ? lane_sum(_mm256_sad_epu8(counts.sat, _mm256_setzero_si256()))
-                               : -lane_sum(counts.sat);
+    st->run.saturated += lane_sum(_mm256_sad_epu8(counts.sat, _mm256_setzero_si256()));
     st->run.flushed += lane_sum(_mm256_sad_epu8(counts.flushed, _mm256_setzero_si256()));
     counts.clear();
   };
