@@ -14,6 +14,7 @@
 // source's (the records then the blocks' own).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -176,6 +177,37 @@ TEST(Nvfp4Rows, Bfloat16CastsGiveTheScalarBytesAtAvx2) {
 TEST(Nvfp4Rows, Bfloat16CastsGiveTheScalarBytesAtAvx512) {
   if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
   check_level(SimdLevel::kAvx512, kBFloat16);
+}
+
+// Blocks of bfloat16 magnitudes below each amax of a sweep over the whole bfloat16 range (every
+// bit pattern below 0x100, then every 61st): a block holds the amax and 15 of the magnitudes
+// 0..amax in order (about 64 blocks an amax), signs alternating, so that under each tensor scale
+// every scale code the amax reach meets magnitudes across all its E2M1 thresholds, the subnormal
+// ones among them (where the codes' lookup tables of the AVX-512 level do not serve and the
+// compares take over).
+TEST(Nvfp4Rows, Bfloat16MagnitudesUnderEveryScaleCodeGiveTheScalarBytes) {
+  std::vector<uint16_t> x;
+  for (uint32_t a = 1; a < 0x7F80; a += a < 0x100 ? 1 : 61) {
+    const uint32_t stride = std::max<uint32_t>(1, a / (15 * 64));
+    for (uint32_t m = 0; m <= a;) {
+      x.push_back(static_cast<uint16_t>(a));
+      for (int i = 0; i < 15; ++i, m = std::min(m + stride, a))
+        x.push_back(static_cast<uint16_t>(m | (i % 2 ? 0x8000u : 0u)));
+      if (m == a) break;
+    }
+  }
+  x.resize((x.size() + 255) / 256 * 256, 0);  // whole groups of 16 blocks
+  const int64_t cols = 4096, rows = static_cast<int64_t>(x.size()) / cols + 1;
+  x.resize(static_cast<size_t>(rows * cols), 0);
+  for (const SimdLevel level : {SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (simd_level() < level) continue;
+    for (const float ts : {1.0f, 3.1e-3f, 1.2e-36f, 3e-36f, 1e-37f, 1e-40f, 2e30f, 1e37f}) {
+      SCOPED_TRACE(std::string(simd_level_name(level)) + ", tensor scale " + std::to_string(ts));
+      Nvfp4Encoding e;
+      e.tensor_scale = ts;
+      check_cast(x.data(), kBFloat16, rows, cols, e, level);
+    }
+  }
 }
 
 }  // namespace

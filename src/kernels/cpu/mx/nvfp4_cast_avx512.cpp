@@ -507,13 +507,16 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
 
 namespace avx512 {
 
-// A bfloat16 source rounded to nearest takes the AVX2 level's body (nvfp4_rows_bf16_avx2.cpp): its
-// codes by 16-bit compares against per-scale thresholds cost no more in 256-bit vectors, where
-// 512-bit ones would assemble two blocks' thresholds for every compare.
+// A bfloat16 source rounded to nearest takes the AVX2 level's body (nvfp4_rows_bf16_avx2.cpp)
+// with its codes by vpermt2w lookups: per-scale tables cost no more in 256-bit vectors, where
+// 512-bit ones would assemble two blocks' tables for every lookup.
 void nvfp4_encode(const void* src, DType dtype, int64_t n, float tensor_scale,
                   const float* block_amax_in, uint8_t* codes, uint8_t* scales) {
-  if (dtype == kBFloat16)
-    return avx2::nvfp4_encode(src, dtype, n, tensor_scale, block_amax_in, codes, scales);
+  if (dtype == kBFloat16) {
+    avx2::nvfp4_encode_bf16(static_cast<const uint16_t*>(src), n, tensor_scale, block_amax_in,
+                            false, false, true, codes, scales);
+    return;
+  }
   nvfp4_encode_as<false, false, DType::Id::f32>(src, n, tensor_scale, block_amax_in, 0, 0, 0, 0,
                                                 codes, scales);
 }
@@ -533,8 +536,8 @@ MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float ten
     return nvfp4_encode_body<true, true>(src, dtype, n, tensor_scale, block_amax_in, seed, offset,
                                          row, first_col, codes, scales);
   if (dtype == kBFloat16)
-    return avx2::nvfp4_encode_stats(src, dtype, n, tensor_scale, block_amax_in, tile_records, false,
-                                    0, 0, 0, 0, codes, scales);
+    return avx2::nvfp4_encode_bf16(static_cast<const uint16_t*>(src), n, tensor_scale,
+                                   block_amax_in, true, tile_records, true, codes, scales);
   if (tile_records && block_amax_in)
     return nvfp4_encode_as<false, true, DType::Id::f32, true>(src, n, tensor_scale, block_amax_in,
                                                               0, 0, 0, 0, codes, scales);

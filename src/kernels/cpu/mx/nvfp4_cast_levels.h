@@ -24,6 +24,12 @@ void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float 
 float amax(const void* src, DType src_dtype, int64_t n);
 void mxfp4_encode_sr(const void* src, DType src_dtype, int64_t n, uint64_t seed, uint64_t offset,
                      int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales);
+// The bfloat16 round-to-nearest body (nvfp4_rows_bf16_avx2.cpp) of both levels: nvfp4_encode's
+// (stats false) or nvfp4_encode_stats' (stats true, with its tile_records) cast of n bfloat16
+// elements; lookup (AVX-512 BW/VL present) takes the E2M1 codes by vpermt2w lookups.
+MxStatsRun nvfp4_encode_bf16(const uint16_t* src, int64_t n, float tensor_scale,
+                             const float* block_amax_in, bool stats, bool tile_records, bool lookup,
+                             uint8_t* codes, uint8_t* scales);
 }  // namespace avx2
 
 namespace avx512 {

@@ -232,7 +232,7 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
                                                          offset, row, first_col, codes, scales);
   else
     return avx2::nvfp4_encode_bf16(static_cast<const uint16_t*>(src), n, tensor_scale,
-                                   block_amax_in, kStats, kTileRecords, codes, scales);
+                                   block_amax_in, kStats, kTileRecords, false, codes, scales);
 }
 
 }  // namespace

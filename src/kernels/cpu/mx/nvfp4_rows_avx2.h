@@ -25,14 +25,6 @@
 
 namespace mantissa::kernels::mx::detail {
 
-namespace avx2 {
-// The bfloat16 round-to-nearest body (nvfp4_rows_bf16_avx2.cpp): nvfp4_encode's (stats false)
-// or nvfp4_encode_stats' (stats true, with its tile_records) cast of n bfloat16 elements.
-MxStatsRun nvfp4_encode_bf16(const uint16_t* src, int64_t n, float tensor_scale,
-                             const float* block_amax_in, bool stats, bool tile_records,
-                             uint8_t* codes, uint8_t* scales);
-}  // namespace avx2
-
 namespace {
 
 using namespace scalar;

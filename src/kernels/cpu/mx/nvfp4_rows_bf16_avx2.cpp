@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx2.h"
+#include "kernels/cpu/mx/nvfp4_cast_levels.h"
 #include "kernels/cpu/mx/nvfp4_lanes_avx2.h"
 #include "kernels/cpu/mx/nvfp4_rows_avx2.h"
 #include "kernels/cpu/mx/nvfp4_scale_codes.h"
@@ -40,9 +41,20 @@ using namespace nvfp4_avx2;
 // lanes, the right side of a signed 16-bit compare (T_i is 1 to 0x7F80: 0 gives code 0, infinity
 // code 7). The rows are made per thread as the cast meets the codes, for one tensor scale at a
 // time; a code whose factor is 0, infinite or NaN gets no row (its group takes the float path).
+//
+// Where AVX-512 BW/VL serve, a code's 7 thresholds are looked up too (look): with B = T1 - 1 and
+// d = min(|x| bits -sat B, 1023), the code is the count of T_i - B <= d. A bucket of 32 d's
+// (d >> 5) holds at most one threshold where they lie 33 or more bits apart (normal values: the
+// thresholds' ratios of at least 1.4 put them 51 or more apart), so the code is count_j + (d >=
+// r_j) (r_j the bucket's threshold, or its end), and its negation (r_j - 1 - 1024 count_j - d)
+// >> 10. look[c] holds B, then those 32 entries; look_ok[c] whether they give every d's count (the
+// thresholds within 1023 of B, one a bucket); groups with another code take the compares.
 struct Bf16Thresholds {
   alignas(32) int16_t row[128][8][16];
-  float inverse_scale = 1.0f;  // 1 / tensor scale, as nvfp4_block_scale rounds it
+  alignas(32) int16_t look[128][4][16];
+  bool look_ok[128] = {};
+  int look_lo = 1, look_hi = 0;  // the longest run of look_ok codes within lo..hi
+  float inverse_scale = 1.0f;    // 1 / tensor scale, as nvfp4_block_scale rounds it
   uint32_t tensor_scale_bits = 0;
   int lo = 1, hi = 0;  // rows lo..hi are made (none when lo > hi)
 
@@ -75,7 +87,50 @@ struct Bf16Thresholds {
                     guess);
       for (int l = 0; l < 16; ++l) row[c][i][l] = static_cast<int16_t>(t - 1);
     }
+    make_look(c);
     return true;
+  }
+
+  // look[c] and look_ok[c] from row[c].
+  void make_look(int c) {
+    int r[7];
+    const int base = row[c][0][0];  // T1 - 1
+    for (int i = 0; i < 7; ++i) r[i] = row[c][i][0] + 1 - base;
+    look_ok[c] = r[6] <= 1023;
+    for (int j = 0; j < 32; ++j) {
+      int count = 0, inside = 0, at = 32 * j + 32;
+      for (int i = 0; i < 7; ++i) {
+        count += r[i] <= 32 * j;
+        if (r[i] > 32 * j && r[i] < 32 * j + 32) ++inside, at = r[i];
+      }
+      if (inside > 1) look_ok[c] = false;
+      look[c][1 + j / 16][j % 16] = static_cast<int16_t>(at - 1 - 1024 * count);
+    }
+    for (int l = 0; l < 16; ++l) {
+      look[c][0][l] = static_cast<int16_t>(base);
+      look[c][3][l] = row[c][7][l];
+    }
+    // Every d's code against the count of thresholds it reaches.
+    for (int d = 0; d < 1024 && look_ok[c]; ++d) {
+      int count = 0;
+      for (int i = 0; i < 7; ++i) count += r[i] <= d;
+      look_ok[c] = -count == (look[c][1 + (d >> 9)][(d >> 5) & 15] - d) >> 10;
+    }
+  }
+
+  // look_lo..look_hi from look_ok over lo..hi.
+  void runs() {
+    look_lo = 1, look_hi = 0;
+    for (int c = lo; c <= hi;) {
+      if (!look_ok[c]) {
+        ++c;
+        continue;
+      }
+      int e = c;
+      while (e + 1 <= hi && look_ok[e + 1]) ++e;
+      if (e - c > look_hi - look_lo) look_lo = c, look_hi = e;
+      c = e + 1;
+    }
   }
 
   // Whether rows a..b (codes 0-126) are made or could be made now (out of line: the cast's
@@ -90,6 +145,7 @@ struct Bf16Thresholds {
       if (!make(lo - 1, tensor_scale)) return false;
     for (; b > hi; ++hi)
       if (!make(hi + 1, tensor_scale)) return false;
+    runs();
     return true;
   }
 };
@@ -103,6 +159,8 @@ inline Bf16Thresholds& bf16_thresholds(float tensor_scale) {
     table->inverse_scale = 1.0f / tensor_scale;
     table->lo = 1;
     table->hi = 0;
+    table->look_lo = 1;
+    table->look_hi = 0;
   }
   return *table;
 }
@@ -257,10 +315,12 @@ struct Bf16Consts16 {
   __m256i step[7];    // B(10 + j) - B9 - 1
   __m256i low7;       // 127
   __m256i nine, eight, c126;
-  __m256i nan_bits;      // 0x7F80: amax bits above it are NaN
-  __m256i below, above;  // the rows made are codes below + 1 .. above - 1
-  __m256i unusual;       // 32-bit lanes: float32 amax bits above infinity's, or negative
-  __m256i factor_top;    // Nvfp4ScaleCodeThresholds::factor_top
+  __m256i nan_bits;                // 0x7F80: amax bits above it are NaN
+  __m256i below, above;            // the rows made are codes below + 1 .. above - 1
+  __m256i look_below, look_above;  // the codes looked up are look_below + 1 .. look_above - 1
+  __m256i unusual;                 // 32-bit lanes: float32 amax bits above infinity's, or negative
+  __m256i factor_top;              // Nvfp4ScaleCodeThresholds::factor_top
+  __m256i look_cap;                // 1023
   __m256 inverse_scale;
 
   Bf16Consts16(const Nvfp4ScaleCodeThresholds& sc, const Bf16Thresholds& t)
@@ -273,6 +333,7 @@ struct Bf16Consts16 {
         nan_bits(_mm256_set1_epi16(0x7F80)),
         unusual(_mm256_set1_epi32(0x7F800000)),
         factor_top(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc.factor_top))),
+        look_cap(_mm256_set1_epi16(1023)),
         inverse_scale(_mm256_set1_ps(t.inverse_scale)) {
     for (int j = 0; j < 7; ++j) step[j] = _mm256_set1_epi16(sc.step16[j]);
     rows(t);
@@ -280,6 +341,8 @@ struct Bf16Consts16 {
   void rows(const Bf16Thresholds& t) {
     below = _mm256_set1_epi16(static_cast<int16_t>(t.lo - 1));
     above = _mm256_set1_epi16(static_cast<int16_t>(t.hi + 1));
+    look_below = _mm256_set1_epi16(static_cast<int16_t>(t.look_lo - 1));
+    look_above = _mm256_set1_epi16(static_cast<int16_t>(t.look_hi + 1));
   }
 };
 
@@ -291,6 +354,7 @@ struct Bf16Group16 {
   __m256i code;
   alignas(32) uint16_t offset[16];
   bool ok;
+  bool look;  // (with kLookup) every code's look_ok: the codes by lookup
 };
 
 // The scale codes of 16 amax given as bfloat16 bits in 16-bit lanes (numbers >= 0), by the
@@ -310,7 +374,7 @@ struct Bf16Group16 {
 // statistics need them: given the tiles' amax, a cast reads the source once, in
 // encode_group16_bf16, unless its records need each block's own amax. With kTileRecords (the
 // tiles' own amax, MxKernels::nvfp4_encode_stats) g.own is the given amax, for the records.
-template <bool kStats, bool kTileRecords>
+template <bool kStats, bool kTileRecords, bool kLookup>
 [[gnu::always_inline]] inline void prepare_group16_bf16(const uint16_t* p,
                                                         const float* block_amax_in,
                                                         float tensor_scale, Bf16Consts16& k,
@@ -360,27 +424,17 @@ template <bool kStats, bool kTileRecords>
       _mm_packus_epi16(_mm256_castsi256_si128(g.code), _mm256_extracti128_si256(g.code, 1)));
   _mm256_store_si256(reinterpret_cast<__m256i*>(g.offset), _mm256_slli_epi16(g.code, 8));
   g.ok = true;
+  if constexpr (kLookup)
+    g.look = _mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpgt_epi16(g.code, k.look_below),
+                                                   _mm256_cmpgt_epi16(k.look_above, g.code))) == -1;
 }
 
-// The 16 blocks of a prepared group (g.ok): each block's codes by compares against its row of t,
-// and with kStats their counts and records.
+// A prepared group's counts and records (kStats), from its blocks' byte counts.
 template <bool kStats>
-[[gnu::always_inline]] inline void encode_group16_bf16(const uint16_t* p, const Bf16Group16& g,
-                                                       const Bf16Thresholds& t,
-                                                       const Nvfp4ScaleCodeThresholds& sc,
-                                                       const Bf16Consts16& k, uint8_t* codes,
-                                                       Nvfp4LaneStats8* st) {
-  const char* rows = reinterpret_cast<const char*>(t.row);
-  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, bytes[2];
-  Bf16BlockCodes c[2];
-#pragma GCC unroll 16
-  for (int b = 0; b < 16; ++b) {
-    c[b % 2] = bf16_threshold_codes<kStats>(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
-        reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[b]));
-    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
-    if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
-  }
+[[gnu::always_inline]] inline void group16_records(const Bf16Group16& g,
+                                                   const Nvfp4ScaleCodeThresholds& sc,
+                                                   const Bf16Consts16& k, __m256i saturated,
+                                                   __m256i flushed, Nvfp4LaneStats8* st) {
   if constexpr (kStats) {
     st->saturated = add_byte_counts(st->saturated, saturated);
     st->flushed = add_byte_counts(st->flushed, flushed);
@@ -404,13 +458,76 @@ template <bool kStats>
   }
 }
 
+// The 16 blocks of a prepared group (g.ok): each block's codes by compares against its row of t,
+// and with kStats their counts and records.
+template <bool kStats>
+[[gnu::always_inline]] inline void encode_group16_bf16(const uint16_t* p, const Bf16Group16& g,
+                                                       const Bf16Thresholds& t,
+                                                       const Nvfp4ScaleCodeThresholds& sc,
+                                                       const Bf16Consts16& k, uint8_t* codes,
+                                                       Nvfp4LaneStats8* st) {
+  const char* rows = reinterpret_cast<const char*>(t.row);
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, bytes[2];
+  Bf16BlockCodes c[2];
+#pragma GCC unroll 16
+  for (int b = 0; b < 16; ++b) {
+    c[b % 2] = bf16_threshold_codes<kStats>(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
+        reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[b]));
+    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
+    if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
+  }
+  group16_records<kStats>(g, sc, k, saturated, flushed, st);
+}
+
+// One block's negated codes by lookup (Bf16Thresholds::look; look is its look[c]), as
+// bf16_threshold_codes gives them. This and encode_group16_bf16_lookup alone carry AVX-512 BW/VL
+// (vpermt2w): the rest of the file stays AVX2.
+template <bool kStats>
+[[gnu::target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), gnu::always_inline]] inline Bf16BlockCodes
+bf16_lookup_codes(__m256i v, const int16_t (*look)[16], const Bf16Consts16& k) {
+  const __m256i m = _mm256_and_si256(v, k.magnitude);
+  const __m256i d = _mm256_min_epu16(
+      _mm256_subs_epu16(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(look[0]))),
+      k.look_cap);
+  const __m256i e = _mm256_permutex2var_epi16(
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(look[1])), _mm256_srli_epi16(d, 5),
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(look[2])));
+  return {_mm256_srai_epi16(_mm256_sub_epi16(e, d), 10), v, m,
+          kStats
+              ? _mm256_cmpgt_epi16(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(look[3])))
+              : m};
+}
+
+// encode_group16_bf16 of a group whose codes all have lookups (g.look): the codes by
+// bf16_lookup_codes. Out of line, as the AVX2 loop cannot take it inline.
+template <bool kStats>
+[[gnu::target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), gnu::noinline]] void
+encode_group16_bf16_lookup(const uint16_t* p, const Bf16Group16& g, const Bf16Thresholds& t,
+                           const Nvfp4ScaleCodeThresholds& sc, const Bf16Consts16& k,
+                           uint8_t* codes, Nvfp4LaneStats8* st) {
+  const char* looks = reinterpret_cast<const char*>(t.look);
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, bytes[2];
+  Bf16BlockCodes c[2];
+#pragma GCC unroll 16
+  for (int b = 0; b < 16; ++b) {
+    // look[c] is 128 bytes, half the row offset.
+    c[b % 2] = bf16_lookup_codes<kStats>(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
+        reinterpret_cast<const int16_t(*)[16]>(looks + (g.offset[b] >> 1)), k);
+    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
+    if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
+  }
+  group16_records<kStats>(g, sc, k, saturated, flushed, st);
+}
+
 // The cast of a segment of n bfloat16 elements rounded to nearest: whole groups of 16 blocks
 // (encode_group16_bf16) where the scale codes' thresholds serve, each prepared a group ahead so
 // that its amax and scale codes' latency hides behind the blocks before; then groups of 8
 // (encode_group8_bf16, prepared a group ahead too), a group whose codes have no rows by the
 // float32 lanes (encode_group8); the last 1-7 whole blocks from a zero-padded copy. With kStats
 // it returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast holds.
-template <bool kStats, bool kTileRecords = false>
+template <bool kStats, bool kTileRecords = false, bool kLookup = false>
 MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const float* block_amax_in,
                        uint8_t* codes, uint8_t* scales) {
   constexpr DType::Id kSrc = DType::Id::bf16;
@@ -452,16 +569,19 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
     Bf16Group16 ahead16[2];
     const int64_t groups16 = blocks / 16;
     auto prepare16 = [&](int64_t g, Bf16Group16 & a) __attribute__((always_inline)) {
-      prepare_group16_bf16<kStats, kTileRecords>(p + 16 * g * kNvfp4Block,
-                                                 block_amax_in ? block_amax_in + 16 * g : nullptr,
-                                                 tensor_scale, k, *thresholds, scales + 16 * g, a);
+      prepare_group16_bf16<kStats, kTileRecords, kLookup>(
+          p + 16 * g * kNvfp4Block, block_amax_in ? block_amax_in + 16 * g : nullptr, tensor_scale,
+          k, *thresholds, scales + 16 * g, a);
     };
     prepare16(0, ahead16[0]);
     for (int64_t g = 0; g < groups16; ++g) {
       fetch_page_ahead(p + 16 * g * kNvfp4Block);
       if (g + 1 < groups16) prepare16(g + 1, ahead16[(g + 1) & 1]);
       const Bf16Group16& a = ahead16[g & 1];
-      if (a.ok) {
+      if (kLookup && a.ok && a.look) {
+        encode_group16_bf16_lookup<kStats>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
+                                           codes + 8 * g * kNvfp4Block, &st);
+      } else if (a.ok) {
         encode_group16_bf16<kStats>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
                                     codes + 8 * g * kNvfp4Block, &st);
       } else {
@@ -507,13 +627,24 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
 
 namespace avx2 {
 
-MxStatsRun nvfp4_encode_bf16(const uint16_t* src, int64_t n, float tensor_scale,
-                             const float* block_amax_in, bool stats, bool tile_records,
-                             uint8_t* codes, uint8_t* scales) {
+template <bool kLookup>
+MxStatsRun encode_bf16_as(const uint16_t* src, int64_t n, float tensor_scale,
+                          const float* block_amax_in, bool stats, bool tile_records, uint8_t* codes,
+                          uint8_t* scales) {
   if (stats && tile_records && block_amax_in)
-    return encode_bf16<true, true>(src, n, tensor_scale, block_amax_in, codes, scales);
-  if (stats) return encode_bf16<true>(src, n, tensor_scale, block_amax_in, codes, scales);
-  return encode_bf16<false>(src, n, tensor_scale, block_amax_in, codes, scales);
+    return encode_bf16<true, true, kLookup>(src, n, tensor_scale, block_amax_in, codes, scales);
+  if (stats)
+    return encode_bf16<true, false, kLookup>(src, n, tensor_scale, block_amax_in, codes, scales);
+  return encode_bf16<false, false, kLookup>(src, n, tensor_scale, block_amax_in, codes, scales);
+}
+
+MxStatsRun nvfp4_encode_bf16(const uint16_t* src, int64_t n, float tensor_scale,
+                             const float* block_amax_in, bool stats, bool tile_records, bool lookup,
+                             uint8_t* codes, uint8_t* scales) {
+  return lookup ? encode_bf16_as<true>(src, n, tensor_scale, block_amax_in, stats, tile_records,
+                                       codes, scales)
+                : encode_bf16_as<false>(src, n, tensor_scale, block_amax_in, stats, tile_records,
+                                        codes, scales);
 }
 
 }  // namespace avx2
