@@ -347,8 +347,9 @@ struct Bf16Consts16 {
 };
 
 // 16 blocks made ready for encode_group16_bf16: their own amax bits and scale codes in 16-bit
-// lanes, and their rows' byte offsets in Bf16Thresholds::row. ok is false where the group goes
-// 8 blocks at a time (nothing is written then).
+// lanes, and their rows' byte offsets in Bf16Thresholds::row (with look, in Bf16Thresholds::look
+// for encode_group16_bf16_lookup). ok is false where the group goes 8 blocks at a time (nothing
+// is written then).
 struct Bf16Group16 {
   __m256i own;  // taken where the codes or the statistics need it
   __m256i code;
@@ -422,11 +423,13 @@ template <bool kStats, bool kTileRecords, bool kLookup>
   _mm_storeu_si128(
       reinterpret_cast<__m128i*>(scales),
       _mm_packus_epi16(_mm256_castsi256_si128(g.code), _mm256_extracti128_si256(g.code, 1)));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(g.offset), _mm256_slli_epi16(g.code, 8));
   g.ok = true;
-  if constexpr (kLookup)
-    g.look = _mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpgt_epi16(g.code, k.look_below),
-                                                   _mm256_cmpgt_epi16(k.look_above, g.code))) == -1;
+  g.look = kLookup &&
+           _mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpgt_epi16(g.code, k.look_below),
+                                                 _mm256_cmpgt_epi16(k.look_above, g.code))) == -1;
+  // A row is 256 bytes, a lookup 128.
+  _mm256_store_si256(reinterpret_cast<__m256i*>(g.offset),
+                     g.look ? _mm256_slli_epi16(g.code, 7) : _mm256_slli_epi16(g.code, 8));
 }
 
 // A prepared group's counts and records (kStats), from its blocks' byte counts.
@@ -511,10 +514,9 @@ encode_group16_bf16_lookup(const uint16_t* p, const Bf16Group16& g, const Bf16Th
   Bf16BlockCodes c[2];
 #pragma GCC unroll 16
   for (int b = 0; b < 16; ++b) {
-    // look[c] is 128 bytes, half the row offset.
-    c[b % 2] = bf16_lookup_codes<kStats>(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
-        reinterpret_cast<const int16_t(*)[16]>(looks + (g.offset[b] >> 1)), k);
+    c[b % 2] =
+        bf16_lookup_codes<kStats>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
+                                  reinterpret_cast<const int16_t(*)[16]>(looks + g.offset[b]), k);
     if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
     if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
   }
