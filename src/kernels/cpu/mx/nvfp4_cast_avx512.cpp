@@ -5,7 +5,8 @@
 // rounded to nearest takes its codes from a byte table of the products' steps, four blocks at a
 // time); Philox4x32-10 on 16 lanes. Blocks whose factor is NaN or infinite, and a row's short
 // last block, run the scalar body (mx_cast.cpp) and are counted by nvfp4_run_stats. A bfloat16
-// source rounded to nearest takes the AVX2 level's body (nvfp4_rows_bf16_avx2.cpp).
+// source rounded to nearest takes the AVX2 level's body (nvfp4_rows_bf16_avx2.cpp) with its
+// codes by lookup.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 

@@ -5,7 +5,8 @@
 // per-tensor-scale thresholds), or 8 at a time in 32-bit lanes; the statistics counted in bytes.
 // Groups the thresholds do not serve (a NaN amax, a factor with no row) take the float32 lanes
 // of nvfp4_rows_avx2.h, blocks whose factor is NaN or infinite and a row's short last block the
-// scalar body (mx_cast.cpp).
+// scalar body (mx_cast.cpp). The AVX-512 level runs this body too, its 16-block groups' codes by
+// one vpermt2w lookup a block (encode_group16_bf16_lookup, the only AVX-512 code here).
 #include <immintrin.h>
 
 #include <algorithm>
