@@ -3,7 +3,7 @@
 // share: the records of a group of eight blocks (record_group, finish_peak), the fetch of a
 // bfloat16 source's page ahead (fetch_page_ahead), and a row segment cast as whole groups by the
 // element's body and the rest block by block (encode_rows), with its statistics
-// (encode_rows_of); the AVX-512 FP8 rows take its records and fetch too. A file includes it
+// (encode_rows_of); the AVX-512 FP8 rows take its records too. A file includes it
 // last, after mx_blocks_avx2.h, and common/fetch_page_ahead.h before its ISA pragma.
 
 namespace mantissa::kernels::mx::detail {
