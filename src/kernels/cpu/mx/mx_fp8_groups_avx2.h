@@ -3,8 +3,7 @@
 // mx_rows_fp8_avx512.cpp) cast it on the source's bits, with every per-block test taken in the
 // group's preparation, a group ahead: the segment's constants (Fp8Table), and a group's scales,
 // per-block constants and slow blocks (Fp8Group) from its blocks' amax and least |x| bits
-// (finish_fp8_group; under rceil rceil_group), and the fetch of a bfloat16 source's group ahead
-// (fetch_group_ahead). A file includes it after mx_blocks_avx2.h.
+// (finish_fp8_group; under rceil rceil_group). A file includes it after mx_blocks_avx2.h.
 
 namespace mantissa::kernels::mx::detail {
 namespace {
@@ -64,23 +63,6 @@ struct Fp8Table {
         c254(_mm256_set1_epi32(254)),
         one_f(_mm256_castps_si256(_mm256_set1_ps(1.0f))) {}
 };
-
-// The fetch of a bfloat16 source's lines 4 KiB past the group of eight blocks at element i:
-// each of the 8 lines a group reads, so that every line is asked for about 8 groups (some
-// 0.2 us) before the group's preparation loads it, instead of the hardware prefetchers' pace
-// and the one line a group 2 KiB ahead of fetch_page_ahead (mx_row_groups_avx2.h). Out of the
-// caches (16M elements on 2 MiB pages, one process alternating both, statistics on) the AVX2
-// body ran 0.82-0.87 of the time it took with fetch_page_ahead and the AVX-512 body 0.89-0.99;
-// in the caches 0-2% slower. A float32 source (16 lines a group) ran 5-30% slower with it and
-// takes no fetch.
-template <DType::Id kSrc>
-[[gnu::always_inline]] inline void fetch_group_ahead(const void* src, int64_t i) {
-  if constexpr (kSrc == DType::Id::bf16) {
-    const char* line = reinterpret_cast<const char*>(static_cast<const uint16_t*>(src) + i) + 4096;
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) _mm_prefetch(line + 64 * k, _MM_HINT_T0);
-  }
-}
 
 // Eight blocks ready to cast: amax bits, multipliers, RowConstants' add and sat_above, and the
 // blocks the bits do not take (bit b).

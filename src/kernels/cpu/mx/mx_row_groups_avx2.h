@@ -40,6 +40,14 @@ template <DType::Id kSrc>
     kernels::fetch_page_ahead(static_cast<const uint16_t*>(src) + i);
 }
 
+// The bfloat16 source's group at element i fetched whole, 4 KiB ahead
+// (common/fetch_page_ahead.h's fetch_group_lines_ahead); a float32 source takes no fetch.
+template <DType::Id kSrc>
+[[gnu::always_inline]] inline void fetch_group_ahead(const void* src, int64_t i) {
+  if constexpr (kSrc == DType::Id::bf16)
+    kernels::fetch_group_lines_ahead(static_cast<const uint16_t*>(src) + i);
+}
+
 // The largest lane of peak (non-negative, no NaN) into run.peak as record_block takes it.
 inline void finish_peak(MxStatsRun& run, __m256 peak, float elem_max) {
   run.peak = std::max(run.peak, static_cast<double>(hmax(peak)) / elem_max);
