@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fp8/fp8_cast_fixture.h"
+#include "kernels/cpu/fp8/rowwise_cast.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/float8.h"
@@ -699,6 +700,121 @@ TEST(Fp8CastKernel, AfterAmaxEdgeCasesEqualScalarAtEveryLevel) {
     EXPECT_EQ(r.flushed, g.flushed) << f8.name();
     EXPECT_EQ(r.saturated, g.saturated) << f8.name();
   }
+}
+
+// scaled_cast_after_amax of float32 values (given their amax pass) gives scaled_cast_scalar's
+// codes, counts and amax at every level, with and without the bfloat16 copies.
+void expect_f32_after_amax_is_scalar(const std::vector<float>& x, float scale, DType f8,
+                                     const std::string& what) {
+  const auto n = static_cast<int64_t>(x.size());
+  const Amax known = amax(x.data(), kFloat32, n);
+  std::vector<uint8_t> want(x.size()), got(x.size());
+  const CastStats r = detail::scaled_cast_scalar(x.data(), kFloat32, want.data(), n, scale, f8);
+  std::vector<uint16_t> want_wide(x.size()), got_wide(x.size());
+  detail::dequantize_scalar(want.data(), f8, want_wide.data(), kBFloat16, n, 1.0f);
+  for (SimdLevel level : simd_levels_here()) {
+    for (bool widened : {false, true}) {
+      std::fill(got.begin(), got.end(), uint8_t{0x55});
+      const CastStats g =
+          widened
+              ? scaled_cast_widened_after_amax(x.data(), kFloat32, got.data(), got_wide.data(), n,
+                                               scale, f8, known, level)
+              : scaled_cast_after_amax(x.data(), kFloat32, got.data(), n, scale, f8, known, level);
+      const std::string at = what + " at " + simd_level_name(level) + (widened ? " widened" : "");
+      ASSERT_EQ(want, got) << at;
+      if (widened) ASSERT_EQ(want_wide, got_wide) << at;
+      EXPECT_EQ(std::bit_cast<uint32_t>(r.amax), std::bit_cast<uint32_t>(g.amax)) << at;
+      EXPECT_EQ(r.saturated, g.saturated) << at;
+      EXPECT_EQ(r.flushed, g.flushed) << at;
+    }
+  }
+}
+
+// The float32 casts after the amax pass (rowwise_cast.h's cast_f32_scaled where the scale is at
+// least 1): random mantissas at every exponent whose product is within the format, ties of
+// E4M3's rounding, products with subnormal and flushed codes, zeros of both signs, float32
+// subnormals, NaN and inf, scales below 1, an amax whose product rounds above the max, and
+// lengths with every kind of short last step and several threads' chunks.
+TEST(Fp8CastKernel, Float32AfterAmaxEqualsScalarAtEveryLevel) {
+  std::mt19937 rng(65);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  const auto as_float = [](uint64_t bits) {
+    return std::bit_cast<float>(static_cast<uint32_t>(bits));
+  };
+  const auto mixed = [&](int64_t n, float scale) {
+    // One value in 512 has a subnormal or flushed product: most 64-value steps have none.
+    std::vector<float> x(static_cast<size_t>(n));
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint32_t kind = rng() % 1024;
+      const uint32_t sign = rng() % 2 ? 0x80000000u : 0u;
+      if (kind == 0) {  // products below E4M3's normals: subnormal or flushed codes
+        x[i] = as_float(sign | (rng() & 0x007FFFFFu)) * 0x1p100f / scale * 0x1p-100f +
+               as_float(sign | 0x3C800000u) * static_cast<float>(rng() % 3) / scale;
+      } else if (kind < 300) {  // random mantissas, products from 2^-6 to 2^6
+        x[i] = as_float(sign | ((121 + rng() % 12) << 23) | (rng() & 0x007FFFFFu)) / scale;
+      } else if (kind < 600) {  // ties and their neighbours at E4M3's three mantissa bits
+        const uint32_t tie = ((121 + rng() % 10) << 23) | ((rng() % 16) << 19) | (1u << 19);
+        x[i] = as_float(sign | (tie + rng() % 3 - 1)) / scale;
+      } else if (kind == 600) {
+        x[i] = as_float(sign | (rng() % 4 == 0 ? 0u : rng() % 0x800000u));
+      } else if (kind < 700) {
+        x[i] = sign ? -0.0f : 0.0f;
+      } else {
+        x[i] = nd(rng);
+      }
+    }
+    return x;
+  };
+  const auto current = [](const std::vector<float>& x, float max) {
+    const Amax a = amax(x.data(), kFloat32, static_cast<int64_t>(x.size()));
+    return a.amax > 0.0f && std::isfinite(max / a.amax) ? max / a.amax : 1.0f;
+  };
+  for (DType f8 : {kFloat8_e4m3fn, kFloat8_e5m2}) {
+    const float max = f8 == kFloat8_e4m3fn ? 448.0f : 57344.0f;
+    for (int64_t n : {0, 1, 63, 64, 65, 1000, 65536 + 129, 3 * 65536 + 77}) {
+      std::vector<float> x = mixed(n, 16.0f);
+      expect_f32_after_amax_is_scalar(x, current(x, max), f8, fmt::format("{} n {}", f8.name(), n));
+    }
+    for (float scale : {1.0f, 1.5f, 3.7f, 0x1p20f, 0.75f, 0x1p-20f}) {
+      std::vector<float> x = mixed(5000, scale);
+      const float top = max / scale;
+      for (float& v : x) v = std::fabs(v) > top ? std::copysign(top, v) : v;
+      expect_f32_after_amax_is_scalar(x, scale, f8, fmt::format("{} scale {}", f8.name(), scale));
+    }
+    std::vector<float> x = mixed(1000, 16.0f);
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      std::vector<float> y = x;
+      y[500] = bad;
+      expect_f32_after_amax_is_scalar(y, current(x, max), f8,
+                                      fmt::format("{} with {}", f8.name(), bad));
+    }
+    // An amax whose product with max / amax rounds above max: those values saturate.
+    for (uint32_t a = std::bit_cast<uint32_t>(32.0f);; ++a) {
+      const float v = std::bit_cast<float>(a);
+      if (v * (max / v) <= max) continue;
+      std::vector<float> y = x;
+      y[11] = v;
+      y[999] = -v;
+      expect_f32_after_amax_is_scalar(y, max / v, f8,
+                                      fmt::format("{} saturating {}", f8.name(), v));
+      break;
+    }
+  }
+  if (simd_level() < SimdLevel::kAvx2) return;
+  // Streamed codes, into a 32-byte aligned buffer.
+  const std::vector<float> x = mixed(4096 + 100, 16.0f);
+  const auto n = static_cast<int64_t>(x.size());
+  const float scale = current(x, 448.0f);
+  std::vector<uint8_t> want(x.size());
+  const CastStats r =
+      detail::scaled_cast_scalar(x.data(), kFloat32, want.data(), n, scale, kFloat8_e4m3fn);
+  alignas(64) static uint8_t got[4096 + 100];
+  CastStats g;
+  ASSERT_TRUE(cast_f32_scaled(x.data(), got, n, scale, amax(x.data(), kFloat32, n).amax, &g, true));
+  EXPECT_EQ(want, std::vector<uint8_t>(got, got + n));
+  EXPECT_EQ(r.flushed, g.flushed);
+  EXPECT_EQ(r.saturated, g.saturated);
 }
 
 TEST(Fp8CastKernel, RejectsBadDtypes) {

@@ -12,6 +12,7 @@
 #include "kernels/cpu/common/aligned_vector.h"
 #include "kernels/cpu/common/column_bands.h"
 #include "kernels/cpu/common/stream_codes.h"
+#include "kernels/cpu/fp8/rowwise_cast.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/float8.h"
@@ -325,10 +326,15 @@ namespace {
 // each chunk is widened right after its table cast, while its codes are in cache.
 CastStats cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, uint16_t* widened,
                           int64_t n, float scale, DType fp8, const Amax& known, SimdLevel level) {
-  const detail::Bf16TableCast table = src_dtype == kBFloat16 && usable(SimdLevel::kAvx2, level)
+  const bool avx2 = usable(SimdLevel::kAvx2, level);
+  const detail::Bf16TableCast table = src_dtype == kBFloat16 && avx2
                                           ? detail::bf16_table_cast(scale, fp8, known)
                                           : detail::Bf16TableCast{};
-  if (!table.usable) {
+  // float32 to E4M3 under a scale >= 1: rowwise_cast.h's cast_f32_scaled (which may decline;
+  // each chunk then takes scaled_cast's body, the same bits).
+  const bool f32_scaled = src_dtype == kFloat32 && fp8 == kFloat8_e4m3fn && avx2 && !known.nan &&
+                          scale >= 1.0f && std::isfinite(known.amax);
+  if (!table.usable && !f32_scaled) {
     CastStats st = cast_chunks(src, src_dtype, dst, widened, n, scale, fp8, level);
     st.amax = known.amax;
     return st;
@@ -337,14 +343,20 @@ CastStats cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, uint16
   const bool stream =
       !widened && n >= kStreamCodesFrom && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
   const DequantizeFn widen = dequantize_body(level);
-  const auto* s16 = static_cast<const uint16_t*>(src);
+  const CastFn body = cast_body(level);
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   int64_t saturated = 0, flushed = 0;
 #pragma omp parallel for schedule(static) reduction(+ : saturated, flushed) if (chunks > 1)
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t begin = c * kChunk, len = std::min(kChunk, n - begin);
-    const CastStats s =
-        detail::bf16_table_cast_avx2(s16 + begin, dst + begin, len, scale, fp8, table, stream);
+    CastStats s;
+    if (table.usable) {
+      s = detail::bf16_table_cast_avx2(static_cast<const uint16_t*>(src) + begin, dst + begin, len,
+                                       scale, fp8, table, stream);
+    } else if (!cast_f32_scaled(static_cast<const float*>(src) + begin, dst + begin, len, scale,
+                                known.amax, &s, stream)) {
+      s = body(offset(src, src_dtype, begin), src_dtype, dst + begin, len, scale, fp8);
+    }
     if (widened) widen(dst + begin, fp8, widened + begin, kBFloat16, len, 1.0f);
     saturated += s.saturated;
     flushed += s.flushed;

@@ -29,6 +29,12 @@ bool bf16_amax_without_nan(const uint16_t* src, int64_t n, float* amax);
 bool cast_bf16_pow2(const uint16_t* src, uint8_t* dst, int64_t n, float scale, float amax,
                     CastStats* stats, const uint16_t* next = nullptr, bool stream = false);
 
+// scaled_cast() of n float32 values to E4M3 under any scale >= 1 where amax (max |src[i]|, no
+// NaN) times scale is at most 448: the products' codes in 16-bit lanes, as cast_f32_pow2 takes
+// them under the scale 1 (CastStats::amax set to `amax`). stream: as cast_f32_pow2's.
+bool cast_f32_scaled(const float* src, uint8_t* dst, int64_t n, float scale, float amax,
+                     CastStats* stats, bool stream = false);
+
 // max |x| over n float32 values (amax()'s value); false where a NaN is among them.
 bool f32_amax_without_nan(const float* src, int64_t n, float* amax);
 

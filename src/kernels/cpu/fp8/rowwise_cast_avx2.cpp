@@ -141,15 +141,17 @@ float bf16_value(int bits) { return std::bit_cast<float>(static_cast<uint32_t>(b
 // half is not 0. Rounding that to E4M3's three mantissa bits to nearest even gives the float32
 // value's rounding (eight bits, at least two more than three, keep every tie and every value
 // beside one apart), and a nonzero value never becomes 0.
-MANTISSA_AVX2 inline __m256i odd16(const float* p) {
-  const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8));
+MANTISSA_AVX2 inline __m256i odd16(__m256i x0, __m256i x1) {
   // min_epu16 with 1 in each dword's low word and 0 in its high word: 1 where the low half is
   // not 0.
   const __m256i one = _mm256_set1_epi32(1);
   const __m256i t0 = _mm256_or_si256(_mm256_srli_epi32(x0, 16), _mm256_min_epu16(x0, one));
   const __m256i t1 = _mm256_or_si256(_mm256_srli_epi32(x1, 16), _mm256_min_epu16(x1, one));
   return _mm256_packus_epi32(t0, t1);
+}
+MANTISSA_AVX2 inline __m256i odd16(const float* p) {
+  return odd16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8)));
 }
 
 // The E4M3 code magnitudes (0x08-0x7E) of 16 bfloat16 magnitudes a (|h|) whose product by 2^e
@@ -215,11 +217,12 @@ struct Bytes64 {
 // codes of each step from magnitudes16 (float32 values rounded to odd at bfloat16's width,
 // odd16), or from slow_step(p) where one of its values has a subnormal or flushed code; next:
 // null, or the row read next, fetched into L1 a step at a time; stream: the codes past the
-// caches (dst 32-byte aligned). Returns the values cast (a multiple of 64).
-template <typename T, bool kFolded, typename SlowStep>
+// caches (dst 32-byte aligned); bits(p): the 16-bit lanes of the 16 values at p (bits16's).
+// Returns the values cast (a multiple of 64).
+template <typename T, bool kFolded, typename SlowStep, typename Bits>
 MANTISSA_AVX2 inline int64_t cast_steps64(const T* src, uint8_t* dst, int64_t n,
                                           const LaneScale& ls, const T* next, bool stream,
-                                          const SlowStep& slow_step) {
+                                          const SlowStep& slow_step, const Bits& bits) {
   const __m256i k = _mm256_set1_epi16(kFolded ? ls.rebias - 7 : ls.rebias);
   const __m256i normal_from = _mm256_set1_epi16(ls.normal_from);
   int64_t i = 0;
@@ -229,7 +232,7 @@ MANTISSA_AVX2 inline int64_t cast_steps64(const T* src, uint8_t* dst, int64_t n,
       for (int l = 0; l < 64 * static_cast<int>(sizeof(T)); l += 64)
         _mm_prefetch(reinterpret_cast<const char*>(next + i) + l, _MM_HINT_T0);
     }
-    const __m256i h0 = bits16(p), h1 = bits16(p + 16), h2 = bits16(p + 32), h3 = bits16(p + 48);
+    const __m256i h0 = bits(p), h1 = bits(p + 16), h2 = bits(p + 32), h3 = bits(p + 48);
     __m256i low = _mm256_set1_epi16(-1);
     const __m256i m0 = magnitudes16<kFolded>(h0, k, &low);
     const __m256i m1 = magnitudes16<kFolded>(h1, k, &low);
@@ -245,13 +248,27 @@ MANTISSA_AVX2 inline int64_t cast_steps64(const T* src, uint8_t* dst, int64_t n,
   return i;
 }
 
-// cast_steps64, folded where ls allows it.
+// bits16 as cast_steps64's `bits`.
+struct Bits16 {
+  template <typename T>
+  MANTISSA_AVX2 __m256i operator()(const T* p) const {
+    return bits16(p);
+  }
+};
+
+// cast_steps64, folded where ls allows it (bits: bits16 unless given).
+template <typename T, typename SlowStep, typename Bits>
+MANTISSA_AVX2 inline int64_t cast_steps64(const T* src, uint8_t* dst, int64_t n,
+                                          const LaneScale& ls, const T* next, bool stream,
+                                          const SlowStep& slow_step, const Bits& bits) {
+  return ls.rebias > 0 ? cast_steps64<T, true>(src, dst, n, ls, next, stream, slow_step, bits)
+                       : cast_steps64<T, false>(src, dst, n, ls, next, stream, slow_step, bits);
+}
 template <typename T, typename SlowStep>
 MANTISSA_AVX2 inline int64_t cast_steps64(const T* src, uint8_t* dst, int64_t n,
                                           const LaneScale& ls, const T* next, bool stream,
                                           const SlowStep& slow_step) {
-  return ls.rebias > 0 ? cast_steps64<T, true>(src, dst, n, ls, next, stream, slow_step)
-                       : cast_steps64<T, false>(src, dst, n, ls, next, stream, slow_step);
+  return cast_steps64(src, dst, n, ls, next, stream, slow_step, Bits16{});
 }
 
 // The 64-column steps of a row of a bfloat16 or float32 matrix (T), columns [0, wide_cols), under
@@ -371,6 +388,40 @@ MANTISSA_AVX2 bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, floa
                    detail::pack32_bytes(c[4], c[5], c[6], c[7])};
   };
   const int64_t i = cast_steps64(src, dst, n, ls, next, stream, slow_step);
+  if (i < n) {
+    const CastStats tail =
+        detail::scaled_cast_avx2(src + i, kFloat32, dst + i, n - i, scale, kFloat8_e4m3fn);
+    counts.saturated += tail.saturated;
+    counts.flushed += tail.flushed;
+  }
+  stats->amax = amax;
+  stats->saturated = counts.saturated;
+  stats->flushed = counts.flushed;
+  return true;
+}
+
+MANTISSA_AVX2 bool cast_f32_scaled(const float* src, uint8_t* dst, int64_t n, float scale,
+                                   float amax, CastStats* stats, bool stream) {
+  stream = stream && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  // y = x * scale never exceeds amax * scale (rounding is monotonic), and is 0 only where x is
+  // (scale >= 1): y's codes are those of y under the scale 1, nothing saturates, and a value
+  // flushes only where y's code is subnormal or 0, a step that slow_step casts again.
+  LaneScale ls{};
+  if (!(scale >= 1.0f) || !lane_scale(1.0f, amax * scale, &ls)) return false;
+  const __m256 s = _mm256_set1_ps(scale);
+  Counts counts;
+  const auto slow_step = [&](const float* p) MANTISSA_AVX2 {
+    __m256i c[8];
+    for (int v = 0; v < 8; ++v) c[v] = exact8(_mm256_loadu_ps(p + 8 * v), s, counts);
+    return Bytes64{detail::pack32_bytes(c[0], c[1], c[2], c[3]),
+                   detail::pack32_bytes(c[4], c[5], c[6], c[7])};
+  };
+  const auto products = [s](const float* p) MANTISSA_AVX2 {
+    return odd16(_mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(p), s)),
+                 _mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(p + 8), s)));
+  };
+  const int64_t i = cast_steps64(src, dst, n, ls, static_cast<const float*>(nullptr), stream,
+                                 slow_step, products);
   if (i < n) {
     const CastStats tail =
         detail::scaled_cast_avx2(src + i, kFloat32, dst + i, n - i, scale, kFloat8_e4m3fn);
