@@ -280,15 +280,17 @@ MANTISSA_AVX2 inline void column_steps64(const T* in, uint8_t* out, int64_t wide
                                          const uint16_t* k, const uint16_t* nf1, bool streamed,
                                          const SlowStep& slow_step) {
   for (int64_t c = 0; c < wide_cols; c += 64) {
+    // Four named vectors, not arrays: GCC 12 keeps arrays of them on the stack in this loop.
     __m256i below = _mm256_setzero_si256();
-    __m256i h[4], m[4];
-    for (int v = 0; v < 4; ++v) {
-      h[v] = bits16(in + c + 16 * v);
-      m[v] = column_magnitudes16<kFolded>(h[v], load16(k + c + 16 * v), load16(nf1 + c + 16 * v),
-                                          &below);
-    }
-    Bytes64 b{in_order(signed_bytes32(m[0], m[1], h[0], h[1]), in),
-              in_order(signed_bytes32(m[2], m[3], h[2], h[3]), in)};
+    const auto magnitudes_at = [&](const __m256i& h, int64_t j) MANTISSA_AVX2 {
+      return column_magnitudes16<kFolded>(h, load16(k + j), load16(nf1 + j), &below);
+    };
+    const __m256i h0 = bits16(in + c), h1 = bits16(in + c + 16), h2 = bits16(in + c + 32),
+                  h3 = bits16(in + c + 48);
+    const __m256i m0 = magnitudes_at(h0, c), m1 = magnitudes_at(h1, c + 16),
+                  m2 = magnitudes_at(h2, c + 32), m3 = magnitudes_at(h3, c + 48);
+    Bytes64 b{in_order(signed_bytes32(m0, m1, h0, h1), in),
+              in_order(signed_bytes32(m2, m3, h2, h3), in)};
     if (!_mm256_testz_si256(below, below)) [[unlikely]]
       b = slow_step(c);
     store64(out + c, b.lo, b.hi, streamed);
