@@ -54,7 +54,9 @@ void column_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols, A
 // result for the same n values, which the cast then need not take again (the returned amax is
 // known.amax). The same codes and counts as scaled_cast. A bfloat16 buffer without NaN or inf
 // whose products stay within the format (known.amax * scale <= its max) is cast by
-// detail::Bf16TableCast (the current recipe's casts); any other by scaled_cast's bodies.
+// detail::Bf16TableCast (the current recipe's casts); a float32 one cast to E4M3 without NaN
+// under a scale >= 1 (known.amax * scale <= 448) by rowwise_cast.h's cast_f32_scaled; any other
+// by scaled_cast's bodies.
 CastStats scaled_cast_after_amax(const void* src, DType src_dtype, uint8_t* dst, int64_t n,
                                  float scale, DType fp8, const Amax& known,
                                  SimdLevel level = simd_level());
