@@ -20,6 +20,7 @@
 #include "mantissa/formats/block_formats.h"
 #include "mantissa/formats/format_table.h"
 #include "mantissa/io/safetensors.h"
+#include "support/nvfp4_cast_check.h"
 #include "support/simd_levels.h"
 #include "support/test_util.h"
 
@@ -619,13 +620,7 @@ TEST(BlockFormats, Nvfp4EveryValueGivesTheScalarBytes) {
     f[i] = std::bit_cast<float>(
         (b & 0x7F800000u) == 0x7F800000u || (b & 0x7FFFFFFFu) == 0 ? b : b | (i % 3 ? low : 0u));
   }
-  const auto same_stats = [](const km::MxCastStats& a, const km::MxCastStats& b) {
-    return std::memcmp(&a.amax, &b.amax, sizeof(float)) == 0 &&
-           std::memcmp(&a.scale, &b.scale, sizeof(float)) == 0 && a.saturated == b.saturated &&
-           a.flushed == b.flushed && std::memcmp(&a.peak, &b.peak, sizeof(double)) == 0;
-  };
   int compared = 0;
-  const int64_t nc = qr * ((qc + 1) / 2), ns = qr * ((qc + 15) / 16);
   for (const bool bf16 : {true, false}) {
     const void* src = bf16 ? static_cast<const void*>(q.data()) : f.data();
     const DType dtype = bf16 ? kBFloat16 : kFloat32;
@@ -640,26 +635,15 @@ TEST(BlockFormats, Nvfp4EveryValueGivesTheScalarBytes) {
           e.rounding = sr ? km::Fp4Rounding::kStochastic : km::Fp4Rounding::kNearest;
           e.seed = 0x1234567890ull;
           e.offset = 3;
-          std::vector<uint8_t> ref_c(nc), ref_s(ns);
-          km::MxCastStats ref_st;
-          km::nvfp4_quantize(src, dtype, qr, qc, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
-                             &ref_st);
-          EXPECT_GT(ref_st.flushed, 0);
-          EXPECT_GT(ref_st.saturated, 0);
+          const testing::Nvfp4Cast want =
+              testing::nvfp4_cast_at(src, dtype, qr, qc, e, SimdLevel::kScalar);
+          EXPECT_GT(want.stats.flushed, 0);
+          EXPECT_GT(want.stats.saturated, 0);
           for (SimdLevel level : simd_levels_here()) {
             SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (sr ? " stochastic" : " nearest") +
                          (tiles ? " 16x16" : " 1x16") + " at " + simd_level_name(level) +
                          ", tensor scale " + std::to_string(tensor_scale));
-            std::vector<uint8_t> c(nc, 0xAB), sc(ns, 0xAB);
-            km::MxCastStats st;
-            km::nvfp4_quantize(src, dtype, qr, qc, e, c.data(), sc.data(), level, &st);
-            EXPECT_EQ(c, ref_c);
-            EXPECT_EQ(sc, ref_s);
-            EXPECT_TRUE(same_stats(st, ref_st));
-            std::vector<uint8_t> c2(nc, 0xCD), sc2(ns, 0xCD);
-            km::nvfp4_quantize(src, dtype, qr, qc, e, c2.data(), sc2.data(), level);
-            EXPECT_EQ(c2, ref_c);
-            EXPECT_EQ(sc2, ref_s);
+            testing::expect_nvfp4_cast(src, dtype, qr, qc, e, level, want);
             ++compared;
           }
         }
@@ -726,27 +710,12 @@ TEST(BlockFormats, Nvfp4EdgeBlocksGiveTheScalarBytes) {
         km::Nvfp4Encoding e;
         e.tensor_scale = ts;
         e.tiles_16x16 = tiles;
-        const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
-        std::vector<uint8_t> ref_c(nc), ref_s(ns);
-        km::MxCastStats ref_st;
-        km::nvfp4_quantize(src, dtype, rows, cols, e, ref_c.data(), ref_s.data(),
-                           SimdLevel::kScalar, &ref_st);
+        const testing::Nvfp4Cast want =
+            testing::nvfp4_cast_at(src, dtype, rows, cols, e, SimdLevel::kScalar);
         for (SimdLevel level : simd_levels_here()) {
           SCOPED_TRACE(std::string(bf16 ? "bf16 " : "f32 ") + (tiles ? "16x16" : "1x16") + " at " +
                        simd_level_name(level) + ", tensor scale " + std::to_string(ts));
-          std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
-          km::MxCastStats st;
-          km::nvfp4_quantize(src, dtype, rows, cols, e, c.data(), s.data(), level, &st);
-          EXPECT_EQ(c, ref_c);
-          EXPECT_EQ(s, ref_s);
-          EXPECT_EQ(st.saturated, ref_st.saturated);
-          EXPECT_EQ(st.flushed, ref_st.flushed);
-          EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref_st.amax));
-          EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref_st.peak));
-          std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
-          km::nvfp4_quantize(src, dtype, rows, cols, e, c2.data(), s2.data(), level);
-          EXPECT_EQ(c2, ref_c);
-          EXPECT_EQ(s2, ref_s);
+          testing::expect_nvfp4_cast(src, dtype, rows, cols, e, level, want);
           ++compared;
         }
       }

@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_scalar.h"
+#include "support/nvfp4_cast_check.h"
 #include "support/simd_levels.h"
 
 namespace mantissa::kernels::mx {
@@ -102,27 +103,13 @@ TEST(Nvfp4ScaleCodes, EveryStepBetweenCodesGivesTheScalarBytes) {
       e.tensor_scale = ts;
       e.tiles_16x16 = true;
       e.tile_amax = amax.data();
-      std::vector<uint8_t> ref_c(nc), ref_s(ns);
-      MxCastStats ref_st;
-      nvfp4_quantize(src, dtype, rows, cols, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar,
-                     &ref_st);
+      const testing::Nvfp4Cast want =
+          testing::nvfp4_cast_at(src, dtype, rows, cols, e, SimdLevel::kScalar);
       for (SimdLevel level : simd_levels_here()) {
         if (level == SimdLevel::kScalar) continue;
         SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + " at " + simd_level_name(level) +
                      ", tensor scale " + scale_name(ts));
-        std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
-        MxCastStats st;
-        nvfp4_quantize(src, dtype, rows, cols, e, c.data(), s.data(), level, &st);
-        EXPECT_EQ(s, ref_s);
-        EXPECT_EQ(c, ref_c);
-        EXPECT_EQ(st.saturated, ref_st.saturated);
-        EXPECT_EQ(st.flushed, ref_st.flushed);
-        EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref_st.amax));
-        EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref_st.peak));
-        std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
-        nvfp4_quantize(src, dtype, rows, cols, e, c2.data(), s2.data(), level);
-        EXPECT_EQ(s2, ref_s);
-        EXPECT_EQ(c2, ref_c);
+        testing::expect_nvfp4_cast(src, dtype, rows, cols, e, level, want);
         ++compared;
       }
     }

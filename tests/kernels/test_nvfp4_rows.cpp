@@ -27,6 +27,7 @@
 #include "kernels/cpu/mx/mx_scalar.h"
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/cpu_features.h"
+#include "support/nvfp4_cast_check.h"
 
 namespace mantissa::kernels::mx {
 namespace {
@@ -91,24 +92,10 @@ std::vector<float> source(int64_t rows, int64_t cols, float tensor_scale, bool s
 // without statistics, under `e`; returns the scalar body's statistics.
 MxCastStats check_cast(const void* x, DType dtype, int64_t rows, int64_t cols, Nvfp4Encoding e,
                        SimdLevel level) {
-  const int64_t nc = rows * ((cols + 1) / 2), ns = rows * ((cols + 15) / 16);
-  std::vector<uint8_t> ref_c(nc), ref_s(ns);
-  MxCastStats ref;
-  nvfp4_quantize(x, dtype, rows, cols, e, ref_c.data(), ref_s.data(), SimdLevel::kScalar, &ref);
-  std::vector<uint8_t> c(nc, 0xAB), s(ns, 0xAB);
-  MxCastStats st;
-  nvfp4_quantize(x, dtype, rows, cols, e, c.data(), s.data(), level, &st);
-  EXPECT_EQ(c, ref_c);
-  EXPECT_EQ(s, ref_s);
-  EXPECT_EQ(st.saturated, ref.saturated);
-  EXPECT_EQ(st.flushed, ref.flushed);
-  EXPECT_EQ(std::bit_cast<uint32_t>(st.amax), std::bit_cast<uint32_t>(ref.amax));
-  EXPECT_EQ(std::bit_cast<uint64_t>(st.peak), std::bit_cast<uint64_t>(ref.peak));
-  std::vector<uint8_t> c2(nc, 0xCD), s2(ns, 0xCD);
-  nvfp4_quantize(x, dtype, rows, cols, e, c2.data(), s2.data(), level);
-  EXPECT_EQ(c2, ref_c);
-  EXPECT_EQ(s2, ref_s);
-  return ref;
+  const testing::Nvfp4Cast want =
+      testing::nvfp4_cast_at(x, dtype, rows, cols, e, SimdLevel::kScalar);
+  testing::expect_nvfp4_cast(x, dtype, rows, cols, e, level, want);
+  return want.stats;
 }
 
 // check_cast of the test source at `level`, per 1x16 block and per 16x16 tile (the tiles' amax
