@@ -368,21 +368,27 @@ TEST(MxColumns, ShortBandsAndColumnsGiveTheTransposedScalarBytesF32) {
   check_short_bands(kFloat32);
 }
 
+// A rows x cols bfloat16 source of hashed values in [-0.5, 0.5), one in 389 of them times `tiny`.
+std::vector<uint16_t> hashed_source(int64_t rows, int64_t cols, float tiny) {
+  std::vector<uint16_t> x(static_cast<size_t>(rows * cols));
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const auto h = static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>(i >> 9);
+    float v = static_cast<float>((h >> 8) & 0xFFFF) / 65536.0f - 0.5f;
+    if (h % 389 == 0) v *= tiny;
+    x[static_cast<size_t>(i)] = float_to_bf16_bits(v);
+  }
+  return x;
+}
+
 // A band whose FP8 codes reach the cast-wide threshold for storing them past the caches (8 MiB:
 // 4096 x 2048 on one thread): its codes, scales and statistics must still be the scalar level's,
 // with the columns the lanes leave (an inf, a NaN, nonzero elements below the normal codes of
 // their block: a step's codes in float32 lanes) among the streamed ones.
 void check_streamed_band(DType dtype) {
   const int64_t rows = 4096, cols = 2048;
-  std::vector<uint16_t> x(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    const auto h = static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>(i >> 9);
-    float v = static_cast<float>((h >> 8) & 0xFFFF) / 65536.0f - 0.5f;
-    if (h % 389 == 0) v *= 0x1p-13f;  // subnormal codes; some flushed
-    x[static_cast<size_t>(i)] = float_to_bf16_bits(v);
-  }
-  x[static_cast<size_t>(777 * cols + 100)] = 0x7F80;   // inf
-  x[static_cast<size_t>(2049 * cols + 301)] = 0xFFC1;  // NaN
+  std::vector<uint16_t> x = hashed_source(rows, cols, 0x1p-13f);  // subnormal codes; some flushed
+  x[static_cast<size_t>(777 * cols + 100)] = 0x7F80;              // inf
+  x[static_cast<size_t>(2049 * cols + 301)] = 0xFFC1;             // NaN
   const auto [xs, t] = source_and_transpose(x, rows, cols, dtype);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
@@ -420,15 +426,9 @@ TEST(MxColumns, StreamedBandGivesTheScalarBytesAndStatisticsF32) { check_streame
 // the table leaves (an inf, a NaN, a tiny amax) redone by the scalar body among the streamed ones.
 void check_streamed_e2m1(DType dtype) {
   const int64_t rows = 4096, cols = 4096;
-  std::vector<uint16_t> x(static_cast<size_t>(rows * cols));
-  for (int64_t i = 0; i < rows * cols; ++i) {
-    const auto h = static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>(i >> 9);
-    float v = static_cast<float>((h >> 8) & 0xFFFF) / 65536.0f - 0.5f;
-    if (h % 389 == 0) v *= 0x1p-5f;  // flushed to zero codes
-    x[static_cast<size_t>(i)] = float_to_bf16_bits(v);
-  }
-  x[static_cast<size_t>(777 * cols + 100)] = 0x7F80;                                       // inf
-  x[static_cast<size_t>(2049 * cols + 301)] = 0xFFC1;                                      // NaN
+  std::vector<uint16_t> x = hashed_source(rows, cols, 0x1p-5f);  // flushed to zero codes
+  x[static_cast<size_t>(777 * cols + 100)] = 0x7F80;             // inf
+  x[static_cast<size_t>(2049 * cols + 301)] = 0xFFC1;            // NaN
   for (int64_t r = 1024; r < 1056; ++r) x[static_cast<size_t>(r * cols + 4000)] = 0x0001;  // tiny
   const auto [xs, t] = source_and_transpose(x, rows, cols, dtype);
   const int threads = omp_get_max_threads();
