@@ -1,7 +1,8 @@
 #pragma once
 // The rowwise recipes' E4M3 casts of a bfloat16 operand under power-of-2 scales (fp8/rowwise.h),
-// and of a float32 one's rows,
-// on AVX2 with sixteen elements a vector in 16-bit lanes: x * 2^e is x's bits with e added to
+// and of a float32 one's rows (also the current recipe's float32 cast, whose products are cast
+// as float32 values under the scale 1: cast_f32_scaled), on AVX2 with sixteen elements a vector
+// in 16-bit lanes: x * 2^e is x's bits with e added to
 // the exponent field, and E4M3's rounding of a normal result drops four of bfloat16's seven
 // mantissa bits (round to nearest even by integer adds). A vector holding an element whose code
 // is subnormal, or a subnormal x, is cast in float32 lanes as scaled_cast casts. The codes and
