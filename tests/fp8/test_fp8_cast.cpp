@@ -15,6 +15,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -560,15 +561,18 @@ uint16_t largest_within(float scale, DType f8) {
   return a;
 }
 
-// scaled_cast_after_amax (given the amax pass of the same buffer) gives scaled_cast_scalar's
-// codes, saturated and flushed counts and amax, at every level this CPU has; and so does
-// scaled_cast_widened_after_amax, whose bfloat16 copies are dequantize_scalar's of those codes.
-void expect_after_amax_is_scalar(const std::vector<uint16_t>& x, float scale, DType f8,
+// scaled_cast_after_amax (given the amax pass of the same bfloat16 or float32 buffer) gives
+// scaled_cast_scalar's codes, saturated and flushed counts and amax, at every level this CPU has;
+// and so does scaled_cast_widened_after_amax, whose bfloat16 copies are dequantize_scalar's of
+// those codes.
+template <typename T>
+void expect_after_amax_is_scalar(const std::vector<T>& x, float scale, DType f8,
                                  const std::string& what) {
+  const DType dtype = std::is_same_v<T, float> ? kFloat32 : kBFloat16;
   const auto n = static_cast<int64_t>(x.size());
-  const Amax known = amax(x.data(), kBFloat16, n);
+  const Amax known = amax(x.data(), dtype, n);
   std::vector<uint8_t> want(x.size()), got(x.size());
-  const CastStats r = detail::scaled_cast_scalar(x.data(), kBFloat16, want.data(), n, scale, f8);
+  const CastStats r = detail::scaled_cast_scalar(x.data(), dtype, want.data(), n, scale, f8);
   std::vector<uint16_t> want_wide(x.size()), got_wide(x.size());
   detail::dequantize_scalar(want.data(), f8, want_wide.data(), kBFloat16, n, 1.0f);
   for (SimdLevel level : simd_levels_here()) {
@@ -576,10 +580,9 @@ void expect_after_amax_is_scalar(const std::vector<uint16_t>& x, float scale, DT
       std::fill(got.begin(), got.end(), uint8_t{0x55});
       std::fill(got_wide.begin(), got_wide.end(), uint16_t{0x5555});
       const CastStats g =
-          widened
-              ? scaled_cast_widened_after_amax(x.data(), kBFloat16, got.data(), got_wide.data(), n,
-                                               scale, f8, known, level)
-              : scaled_cast_after_amax(x.data(), kBFloat16, got.data(), n, scale, f8, known, level);
+          widened ? scaled_cast_widened_after_amax(x.data(), dtype, got.data(), got_wide.data(), n,
+                                                   scale, f8, known, level)
+                  : scaled_cast_after_amax(x.data(), dtype, got.data(), n, scale, f8, known, level);
       const std::string at = what + " at " + simd_level_name(level) + (widened ? " widened" : "");
       ASSERT_EQ(want, got) << at;
       if (widened) ASSERT_EQ(want_wide, got_wide) << at;
@@ -702,34 +705,6 @@ TEST(Fp8CastKernel, AfterAmaxEdgeCasesEqualScalarAtEveryLevel) {
   }
 }
 
-// scaled_cast_after_amax of float32 values (given their amax pass) gives scaled_cast_scalar's
-// codes, counts and amax at every level, with and without the bfloat16 copies.
-void expect_f32_after_amax_is_scalar(const std::vector<float>& x, float scale, DType f8,
-                                     const std::string& what) {
-  const auto n = static_cast<int64_t>(x.size());
-  const Amax known = amax(x.data(), kFloat32, n);
-  std::vector<uint8_t> want(x.size()), got(x.size());
-  const CastStats r = detail::scaled_cast_scalar(x.data(), kFloat32, want.data(), n, scale, f8);
-  std::vector<uint16_t> want_wide(x.size()), got_wide(x.size());
-  detail::dequantize_scalar(want.data(), f8, want_wide.data(), kBFloat16, n, 1.0f);
-  for (SimdLevel level : simd_levels_here()) {
-    for (bool widened : {false, true}) {
-      std::fill(got.begin(), got.end(), uint8_t{0x55});
-      const CastStats g =
-          widened
-              ? scaled_cast_widened_after_amax(x.data(), kFloat32, got.data(), got_wide.data(), n,
-                                               scale, f8, known, level)
-              : scaled_cast_after_amax(x.data(), kFloat32, got.data(), n, scale, f8, known, level);
-      const std::string at = what + " at " + simd_level_name(level) + (widened ? " widened" : "");
-      ASSERT_EQ(want, got) << at;
-      if (widened) ASSERT_EQ(want_wide, got_wide) << at;
-      EXPECT_EQ(std::bit_cast<uint32_t>(r.amax), std::bit_cast<uint32_t>(g.amax)) << at;
-      EXPECT_EQ(r.saturated, g.saturated) << at;
-      EXPECT_EQ(r.flushed, g.flushed) << at;
-    }
-  }
-}
-
 // The float32 casts after the amax pass (rowwise_cast.h's cast_f32_scaled where the scale is at
 // least 1): random mantissas at every exponent whose product is within the format, ties of
 // E4M3's rounding, products with subnormal and flushed codes, zeros of both signs, float32
@@ -773,21 +748,21 @@ TEST(Fp8CastKernel, Float32AfterAmaxEqualsScalarAtEveryLevel) {
     const float max = f8 == kFloat8_e4m3fn ? 448.0f : 57344.0f;
     for (int64_t n : {0, 1, 63, 64, 65, 1000, 65536 + 129, 3 * 65536 + 77}) {
       std::vector<float> x = mixed(n, 16.0f);
-      expect_f32_after_amax_is_scalar(x, current(x, max), f8, fmt::format("{} n {}", f8.name(), n));
+      expect_after_amax_is_scalar(x, current(x, max), f8, fmt::format("{} n {}", f8.name(), n));
     }
     for (float scale : {1.0f, 1.5f, 3.7f, 0x1p20f, 0.75f, 0x1p-20f}) {
       std::vector<float> x = mixed(5000, scale);
       const float top = max / scale;
       for (float& v : x) v = std::fabs(v) > top ? std::copysign(top, v) : v;
-      expect_f32_after_amax_is_scalar(x, scale, f8, fmt::format("{} scale {}", f8.name(), scale));
+      expect_after_amax_is_scalar(x, scale, f8, fmt::format("{} scale {}", f8.name(), scale));
     }
     std::vector<float> x = mixed(1000, 16.0f);
     for (float bad :
          {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
       std::vector<float> y = x;
       y[500] = bad;
-      expect_f32_after_amax_is_scalar(y, current(x, max), f8,
-                                      fmt::format("{} with {}", f8.name(), bad));
+      expect_after_amax_is_scalar(y, current(x, max), f8,
+                                  fmt::format("{} with {}", f8.name(), bad));
     }
     // An amax whose product with max / amax rounds above max: those values saturate.
     for (uint32_t a = std::bit_cast<uint32_t>(32.0f);; ++a) {
@@ -796,8 +771,7 @@ TEST(Fp8CastKernel, Float32AfterAmaxEqualsScalarAtEveryLevel) {
       std::vector<float> y = x;
       y[11] = v;
       y[999] = -v;
-      expect_f32_after_amax_is_scalar(y, max / v, f8,
-                                      fmt::format("{} saturating {}", f8.name(), v));
+      expect_after_amax_is_scalar(y, max / v, f8, fmt::format("{} saturating {}", f8.name(), v));
       break;
     }
   }
