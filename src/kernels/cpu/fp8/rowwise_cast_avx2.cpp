@@ -375,21 +375,19 @@ MANTISSA_AVX2 bool f32_amax_without_nan(const float* src, int64_t n, float* amax
   return true;
 }
 
-MANTISSA_AVX2 bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, float scale, float amax,
-                                 CastStats* stats, const float* next, bool stream) {
-  stream = stream && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
-  LaneScale ls{};
-  if (!lane_scale(scale, amax, &ls) || !ls.in_range) return false;
-  const __m256 s = _mm256_set1_ps(scale);
-  Counts counts;
-  // A subnormal or flushed code among a step's values: the 64 in float32 lanes.
-  const auto slow_step = [&](const float* p) MANTISSA_AVX2 {
-    __m256i c[8];
-    for (int v = 0; v < 8; ++v) c[v] = exact8(_mm256_loadu_ps(p + 8 * v), s, counts);
-    return Bytes64{detail::pack32_bytes(c[0], c[1], c[2], c[3]),
-                   detail::pack32_bytes(c[4], c[5], c[6], c[7])};
-  };
-  const int64_t i = cast_steps64(src, dst, n, ls, next, stream, slow_step);
+namespace {
+// The 64 codes of float32 values p[0, 64) times s in float32 lanes (a step holding a subnormal or
+// flushed code), counted.
+MANTISSA_AVX2 Bytes64 exact64(const float* p, __m256 s, Counts& counts) {
+  __m256i c[8];
+  for (int v = 0; v < 8; ++v) c[v] = exact8(_mm256_loadu_ps(p + 8 * v), s, counts);
+  return Bytes64{detail::pack32_bytes(c[0], c[1], c[2], c[3]),
+                 detail::pack32_bytes(c[4], c[5], c[6], c[7])};
+}
+
+// A float32 cast's values [i, n) past its 64-value steps, then its statistics.
+MANTISSA_AVX2 void finish_f32(const float* src, uint8_t* dst, int64_t i, int64_t n, float scale,
+                              float amax, Counts& counts, CastStats* stats) {
   if (i < n) {
     const CastStats tail =
         detail::scaled_cast_avx2(src + i, kFloat32, dst + i, n - i, scale, kFloat8_e4m3fn);
@@ -399,6 +397,20 @@ MANTISSA_AVX2 bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, floa
   stats->amax = amax;
   stats->saturated = counts.saturated;
   stats->flushed = counts.flushed;
+}
+}  // namespace
+
+MANTISSA_AVX2 bool cast_f32_pow2(const float* src, uint8_t* dst, int64_t n, float scale, float amax,
+                                 CastStats* stats, const float* next, bool stream) {
+  stream = stream && reinterpret_cast<uintptr_t>(dst) % 32 == 0;
+  LaneScale ls{};
+  if (!lane_scale(scale, amax, &ls) || !ls.in_range) return false;
+  const __m256 s = _mm256_set1_ps(scale);
+  Counts counts;
+  // A subnormal or flushed code among a step's values: the 64 in float32 lanes.
+  const auto slow_step = [&](const float* p) MANTISSA_AVX2 { return exact64(p, s, counts); };
+  const int64_t i = cast_steps64(src, dst, n, ls, next, stream, slow_step);
+  finish_f32(src, dst, i, n, scale, amax, counts, stats);
   return true;
 }
 
@@ -412,27 +424,14 @@ MANTISSA_AVX2 bool cast_f32_scaled(const float* src, uint8_t* dst, int64_t n, fl
   if (!(scale >= 1.0f) || !lane_scale(1.0f, amax * scale, &ls)) return false;
   const __m256 s = _mm256_set1_ps(scale);
   Counts counts;
-  const auto slow_step = [&](const float* p) MANTISSA_AVX2 {
-    __m256i c[8];
-    for (int v = 0; v < 8; ++v) c[v] = exact8(_mm256_loadu_ps(p + 8 * v), s, counts);
-    return Bytes64{detail::pack32_bytes(c[0], c[1], c[2], c[3]),
-                   detail::pack32_bytes(c[4], c[5], c[6], c[7])};
-  };
+  const auto slow_step = [&](const float* p) MANTISSA_AVX2 { return exact64(p, s, counts); };
   const auto products = [s](const float* p) MANTISSA_AVX2 {
     return odd16(_mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(p), s)),
                  _mm256_castps_si256(_mm256_mul_ps(_mm256_loadu_ps(p + 8), s)));
   };
   const int64_t i = cast_steps64(src, dst, n, ls, static_cast<const float*>(nullptr), stream,
                                  slow_step, products);
-  if (i < n) {
-    const CastStats tail =
-        detail::scaled_cast_avx2(src + i, kFloat32, dst + i, n - i, scale, kFloat8_e4m3fn);
-    counts.saturated += tail.saturated;
-    counts.flushed += tail.flushed;
-  }
-  stats->amax = amax;
-  stats->saturated = counts.saturated;
-  stats->flushed = counts.flushed;
+  finish_f32(src, dst, i, n, scale, amax, counts, stats);
   return true;
 }
 
