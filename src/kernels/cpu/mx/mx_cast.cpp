@@ -339,6 +339,7 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
                     MxCastStats* stats) {
   check_shape(src_dtype, rows, cols, src, codes, scales);
   const detail::MxKernels& k = detail::kernels_for(level);
+  const int64_t code_stride = code_bytes(Element::kE2m1, cols);
   const int64_t blocks = blocks_of(cols, kNvfp4Block);
   // The 16x16 tiles' amax, one per (tile row, block column).
   std::vector<float> own_tile_amax;
@@ -352,23 +353,15 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
   }
   const bool stochastic = encoding.rounding == Fp4Rounding::kStochastic;
   const float ts = encoding.tensor_scale;
-  // Rows of whole blocks lie end to end in src, codes and scales alike: a cast of 1x16 blocks
-  // rounded to nearest casts them as one row, in segments that may span rows (the same blocks
-  // in the same order, with fewer calls). The tiles' amax and the stochastic rounding's words
-  // follow the row, so those casts go row by row.
-  const bool one_row = !encoding.tiles_16x16 && !stochastic && cols % kNvfp4Block == 0;
-  const int64_t seg_rows = one_row ? 1 : rows, seg_cols = one_row ? rows * cols : cols;
-  const int64_t code_stride = code_bytes(Element::kE2m1, seg_cols);
-  const int64_t seg_blocks = blocks_of(seg_cols, kNvfp4Block);
   for_each_segment(
-      seg_rows, seg_cols,
+      rows, cols,
       [&](int64_t r, int64_t begin, int64_t len) {
         const float* amax = encoding.tiles_16x16
                                 ? tile_amax + (r / kNvfp4Block) * blocks + begin / kNvfp4Block
                                 : nullptr;
-        const void* x = at(src, src_dtype, r * seg_cols + begin);
+        const void* x = at(src, src_dtype, r * cols + begin);
         uint8_t* c = codes + r * code_stride + begin / 2;
-        uint8_t* s = scales + r * seg_blocks + begin / kNvfp4Block;
+        uint8_t* s = scales + r * blocks + begin / kNvfp4Block;
         if (stats && k.nvfp4_encode_stats)
           return k.nvfp4_encode_stats(x, src_dtype, len, ts, amax, tile_records, stochastic,
                                       encoding.seed, encoding.offset, r, begin, c, s);
