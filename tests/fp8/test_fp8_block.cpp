@@ -77,9 +77,10 @@ const char* name_of(BlockCastKind kind) {
                                            : "128x1";
 }
 
-// x's (a matrix) block cast of `kind` to E4M3 at `level`, into buffers first filled with `fill`.
+// x's (a matrix) block cast of `kind` to E4M3 at `level` under the amax floor `eps`, into
+// buffers first filled with `fill`.
 BlockCastOut block_cast_at(const Tensor& x, BlockCastKind kind, bool power_2, SimdLevel level,
-                           uint8_t fill = 0) {
+                           uint8_t fill = 0, float eps = 0.0f) {
   const int64_t rows = x.size(0), cols = x.size(1);
   const int64_t n_inv = kind == BlockCastKind::k1x128 ? rows * kf::block_count(cols)
                         : kind == BlockCastKind::k128x128
@@ -92,7 +93,7 @@ BlockCastOut block_cast_at(const Tensor& x, BlockCastKind kind, bool power_2, Si
                     : kind == BlockCastKind::k128x128 ? kf::quantize_128x128
                                                       : kf::quantize_128x1;
   out.stats = cast(x.data_ptr(), x.dtype(), rows, cols, cols, out.codes.data(), out.inv.data(),
-                   kFloat8_e4m3fn, power_2, 0.0f, level);
+                   kFloat8_e4m3fn, power_2, eps, level);
   return out;
 }
 
@@ -253,45 +254,17 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
   v[static_cast<size_t>(3 * cols + 7)] = 3.0f;  // the others flush
   const Tensor x = tensor(v, {rows, cols}).to(kBFloat16);
   const Tensor xt = x.t().contiguous();
-  struct Out {
-    std::vector<uint8_t> codes;
-    std::vector<float> inv;
-    kf::BlockCastStats st;
-  };
-  // kind 0: 1x128 tiles of x; 1: 128x1 tiles of x; 2: 128x128 blocks of x.
-  const auto run = [&](int kind, SimdLevel level, bool power_2, float eps) {
-    const bool columns = kind == 1;
-    const int64_t tiles = kf::block_count(columns ? rows : cols);
-    Out o{std::vector<uint8_t>(static_cast<size_t>(rows * cols)),
-          std::vector<float>(static_cast<size_t>((columns ? cols : rows) * tiles)),
-          {}};
-    if (kind == 2)
-      o.st = kf::quantize_128x128(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
-                                  o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
-    else if (columns)
-      o.st = kf::quantize_128x1(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
-                                o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
-    else
-      o.st = kf::quantize_1x128(x.data_ptr(), kBFloat16, rows, cols, cols, o.codes.data(),
-                                o.inv.data(), kFloat8_e4m3fn, power_2, eps, level);
-    return o;
-  };
-  for (const int kind : {0, 1, 2})
+  for (const BlockCastKind kind :
+       {BlockCastKind::k1x128, BlockCastKind::k128x1, BlockCastKind::k128x128})
     for (const bool power_2 : {true, false})
       for (const float eps : {0.0f, 100.0f}) {
-        const Out want = run(kind, SimdLevel::kScalar, power_2, eps);
-        EXPECT_GT(want.st.saturated, 0);
-        EXPECT_GT(want.st.flushed, 0);
+        const BlockCastOut want = block_cast_at(x, kind, power_2, SimdLevel::kScalar, 0, eps);
+        EXPECT_GT(want.stats.saturated, 0);
+        EXPECT_GT(want.stats.flushed, 0);
         for (SimdLevel level : simd_levels_here()) {
-          SCOPED_TRACE(std::string(simd_level_name(level)) + " kind " + std::to_string(kind) +
+          SCOPED_TRACE(std::string(simd_level_name(level)) + " " + name_of(kind) +
                        (power_2 ? " power-2" : " fp32") + " eps " + std::to_string(eps));
-          const Out got = run(kind, level, power_2, eps);
-          EXPECT_EQ(got.codes, want.codes);
-          EXPECT_EQ(bits_of(got.inv), bits_of(want.inv));
-          EXPECT_EQ(std::bit_cast<uint32_t>(got.st.amax), std::bit_cast<uint32_t>(want.st.amax));
-          EXPECT_EQ(got.st.saturated, want.st.saturated);
-          EXPECT_EQ(got.st.flushed, want.st.flushed);
-          EXPECT_EQ(got.st.peak, want.st.peak);
+          expect_same_block_cast(block_cast_at(x, kind, power_2, level, 0, eps), want);
         }
       }
   // The row-wise and column-wise casts agree (x's 128x1 tiles are x^T's 1x128 tiles).
@@ -299,7 +272,7 @@ TEST(Fp8Block, Bf16TilesAtEveryLevelAreTheScalarCast) {
   std::vector<float> inv(static_cast<size_t>(cols * kf::block_count(rows)));
   kf::quantize_1x128(xt.data_ptr(), kBFloat16, cols, rows, rows, codes.data(), inv.data(),
                      kFloat8_e4m3fn, true, 0.0f);
-  const Out t = run(1, simd_level(), true, 0.0f);
+  const BlockCastOut t = block_cast_at(x, BlockCastKind::k128x1, true, simd_level());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
       ASSERT_EQ(t.codes[static_cast<size_t>(r * cols + c)],
