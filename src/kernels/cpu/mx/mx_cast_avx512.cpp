@@ -1,7 +1,8 @@
 // AVX-512 (F, BW, VL) level of the MX casts: its decode, 16 lanes at a time (one MX block is
-// two vectors). Its row casts of bfloat16 to FP8 are mx_rows_fp8_avx512.cpp's; float32's to FP8
-// and all to E2M1 are the AVX2 bodies' (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp), which cast
-// each block on the source's bits, 8 or 16 elements a vector. The column-wise casts run the AVX2
+// two vectors). Its row casts of bfloat16 to FP8 are mx_rows_fp8_avx512.cpp's, to E2M1 under the
+// floor scale (with VBMI) mx_rows_e2m1_avx512.cpp's; float32's to FP8 and the other E2M1 casts
+// are the AVX2 bodies' (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp), which cast each block on
+// the source's bits, 8 or 16 elements a vector. The column-wise casts run the AVX2
 // bodies (mx_columns_*_avx2.cpp). Its NVFP4 and MXFP4-SR bodies are nvfp4_cast_avx512.cpp's.
 // GCC 12 warns -Wmaybe-uninitialized inside AVX-512 intrinsics (GCC bug 105593); spurious.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -25,11 +26,12 @@ using namespace scalar;
 using namespace avx512_lanes;
 using avx512_lanes::e4m3_values;  // beside the overload on code bytes below
 
-// The row casts: FP8 by mx_rows_fp8_avx512.cpp (its own body for bfloat16), E2M1 by the AVX2 body.
+// The row casts: FP8 by mx_rows_fp8_avx512.cpp (its own body for bfloat16), E2M1 by
+// mx_rows_e2m1_avx512.cpp (its own body under the floor scale with VBMI).
 MxStatsRun encode_rows(const void* src, DType dtype, int64_t n, Element e, E8m0Rounding r,
                        uint8_t* codes, uint8_t* scales, bool stats, bool stream) {
   if (e == Element::kE2m1)
-    return avx2::mx_rows_e2m1(src, dtype, n, r, codes, scales, stats, stream);
+    return avx512::mx_rows_e2m1(src, dtype, n, r, codes, scales, stats, stream);
   return avx512::mx_rows_fp8(src, dtype, n, e, r, codes, scales, stats, stream);
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // What the AVX2 row casts of each element type (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp)
 // share: the records of a group of eight blocks (record_group, finish_peak), the fetch of a
-// bfloat16 source's page ahead (fetch_page_ahead), and a row segment cast as whole groups by the
+// bfloat16 source's group ahead (fetch_group_ahead), and a row segment cast as whole groups by the
 // element's body and the rest block by block (encode_rows), with its statistics
-// (encode_rows_of); the AVX-512 FP8 rows take its records too. A file includes it
+// (encode_rows_of); the AVX-512 row bodies take its records too. A file includes it
 // last, after mx_blocks_avx2.h, and common/fetch_page_ahead.h before its ISA pragma.
 
 namespace mantissa::kernels::mx::detail {
@@ -30,14 +30,6 @@ inline void record_group(MxStatsRun& run, __m256i amax, const float* mul, __m256
       run.scale = mul[b];
     }
   }
-}
-
-// The bfloat16 source's fetch a page ahead of the group at element i (common/fetch_page_ahead.h).
-// A float32 source (1 KiB a group) measured no faster with it.
-template <DType::Id kSrc>
-[[gnu::always_inline]] inline void fetch_page_ahead(const void* src, int64_t i) {
-  if constexpr (kSrc == DType::Id::bf16)
-    kernels::fetch_page_ahead(static_cast<const uint16_t*>(src) + i);
 }
 
 // The bfloat16 source's group at element i fetched whole, 4 KiB ahead

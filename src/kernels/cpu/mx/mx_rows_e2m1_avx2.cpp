@@ -1,4 +1,5 @@
-// AVX2 (+FMA, F16C) bodies of the MX row casts to E2M1, which the AVX-512 level runs too: eight
+// AVX2 (+FMA, F16C) bodies of the MX row casts to E2M1, which the AVX-512 level runs too (under
+// the floor scale only without VBMI; else mx_rows_e2m1_avx512.cpp's body of the same table): eight
 // blocks' amax and scales at a time, a group ahead, then each block cast on the source's bits:
 // under the floor scale by a byte table of each element's step on the grid in 16-bit lanes
 // (encode_fp4_groups; a float32 source's high halves, sticky), under rceil by integer rounding
@@ -22,6 +23,7 @@
 
 #include "kernels/cpu/mx/mx_blocks_avx2.h"
 #include "kernels/cpu/mx/mx_row_groups_avx2.h"
+#include "kernels/cpu/mx/mx_rows_e2m1_table.h"
 
 namespace mantissa::kernels::mx::detail {
 namespace {
@@ -217,129 +219,18 @@ int64_t encode_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scale
   return groups * kGroup;
 }
 
-// --- E2M1 rows under the floor scale, by a table -------------------------------------------
-//
-// Under the floor scale a block's multiplier is 2^e with e = 129 - E for its amax's biased
-// exponent E, so y = |x| * 2^e lies below 8 and, for E in [5, 254], y's bits are |x|'s plus
-// e << kFrac wherever y >= 2^-2 (below it, and for a subnormal x, the sum stays below 2^-2's
-// bits too). Every step of e2m1_code's grid lies at y = 0.25 * (1 + k / 4) * 2^n, a multiple of
-// kStep = 2^(kFrac - 2) in the bits v = bits(y) - bits(0.25): code 1 from v > 0, 2 from v >= 192,
-// 3 from v > 288, 4 from v >= 352, 5 from v > 416, 6 from v >= 480, 7 from v > 544 (bfloat16
-// units, kStep = 32; ties round to the even code). The index b = ceil((v + bit6) / kStep), bit6
-// the bit of v worth 2 kSteps, puts every such v on its side: a non-strict step (k = 6, 11, 15
-// steps) has that bit set and a strict one (0, 9, 13, 17) clear, and a v between two steps
-// takes the upper's index either way. b (0..20) gives the code through two 16-entry byte tables
-// (Fp4Table), 32 codes a vector: 16-bit lanes only add, shift and pack. Saturated: y > 6;
-// flushed: nonzero x whose index is 0. Blocks of other E (tiny, infinite or NaN amax) and their
-// group take encode_block; a zero block's index is 0. A float32 source is cast on bfloat16 bits:
-// each element's high half with bit 0 set where its low half is not 0 (sticky). The steps and 6
-// are bfloat16 values with bit 0 clear, so each compare with them (strict or not), and the zero
-// test, comes out on those bits as on the float32 bits.
+// --- The AVX2 body of the floor table (mx_rows_e2m1_table.h) ---------------------------------
 
-// The per-group values of eight blocks: amax bits (float32's), multipliers and the offsets
-// added to |x|'s bits (((1 - 4 max(E, 5)) << kShift) - 1: the bits of 0.25, e << kFrac, the
-// ceiling's kStep - 1 and the table's 16 steps folded into one).
-struct Fp4Group {
-  __m256i amax;
-  alignas(32) float mul[8];
-  alignas(32) int32_t off[8];
-  unsigned slow;  // bit b: block b is not cast by the table
-};
-
-// The table's 16-bit lanes (bfloat16 bits): kFrac fraction bits, kStep = 2^kShift.
-struct Fp4Lanes {
-  static constexpr int kFrac = 7;
-  static constexpr int kShift = kFrac - 2;
-};
-
-// The constants of the table's groups and blocks, made once a segment and read from memory
-// (GCC would otherwise rebuild each broadcast in registers every group).
-struct Fp4Table {
-  __m256i low, high;      // the codes of b = 0..15 and 16..31 in each 128-bit half
-  __m256i floor16;        // -16: the lowest index b - 16 the low table reads
-  __m256i top;            // 0x80: the low table's index b + 0x70 from max(b - 16, -16)
-  __m256i eight;          // the sign's bit of a code
-  __m256i first_flushed;  // -15: b - 16 below it is index 0
-  __m256i sat16;          // 95 (3 steps less 1) in bytes
-  __m256i pair;           // maddubs weights 1, 16: two codes to a byte
-  __m256i dword_order;
-  __m256i magnitude16, magnitude32, one32;
-  __m256i bit6_16;  // the bit of |x| worth 2 kSteps
-  // The groups' (32-bit lanes): 2 (emax of E2M1), 4, 5, 255, 254, one, inf's bits, 2^126's.
-  __m256i two, four, five, c255, c254, inf, scale0_mul;
-  Fp4Table()
+// Its lookup's constants: the codes of b = 0..15 and 16..31 in each 128-bit half (two pshufb).
+struct Fp4Avx2Table : Fp4Table {
+  __m256i low, high;
+  __m256i top;  // 0x80: the low table's index b + 0x70 from max(b - 16, -16)
+  Fp4Avx2Table()
       : low(_mm256_setr_epi8(0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5, 0, 1, 1, 1, 1, 1, 1, 2,
                              2, 2, 3, 3, 4, 4, 5, 5)),
         high(_mm256_setr_epi8(6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 7, 7, 7, 7, 7,
                               7, 7, 7, 7, 7, 7, 7, 7, 7)),
-        floor16(_mm256_set1_epi8(-16)),
-        top(_mm256_set1_epi8(static_cast<char>(0x80))),
-        eight(_mm256_set1_epi8(8)),
-        first_flushed(_mm256_set1_epi8(-15)),
-        sat16(_mm256_set1_epi8((3 << Fp4Lanes::kShift) - 1)),
-        pair(_mm256_set1_epi16(0x1001)),
-        dword_order(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
-        magnitude16(_mm256_set1_epi16(0x7FFF)),
-        magnitude32(_mm256_set1_epi32(0x7FFFFFFF)),
-        one32(_mm256_set1_epi32(1)),
-        bit6_16(_mm256_set1_epi16(1 << (Fp4Lanes::kShift + 1))),
-        two(_mm256_set1_epi32(2)),
-        four(_mm256_set1_epi32(4)),
-        five(_mm256_set1_epi32(5)),
-        c255(_mm256_set1_epi32(255)),
-        c254(_mm256_set1_epi32(254)),
-        inf(_mm256_set1_epi32(0x7F800000)),
-        scale0_mul(_mm256_castps_si256(_mm256_set1_ps(0x1p126f))) {}
-};
-
-// Fp4Group of the eight blocks from element i, their scales into s: the codes and multipliers
-// of block_scales8 (floor), the table's blocks (E in [5, 254], or amax 0) and their offsets.
-template <DType::Id kSrc>
-[[gnu::always_inline]] inline void prepare_fp4(const void* src, int64_t i, uint8_t* s,
-                                               const Fp4Table& t, Fp4Group& g) {
-  __m256i m[8];
-#pragma GCC unroll 8
-  for (int b = 0; b < 8; ++b) {
-    const int64_t j = i + b * kMxBlock;
-    if constexpr (kSrc == DType::Id::bf16) {
-      const auto* h = static_cast<const uint16_t*>(src) + j;
-      m[b] = _mm256_max_epi16(_mm256_and_si256(load16_bits(h), t.magnitude16),
-                              _mm256_and_si256(load16_bits(h + 16), t.magnitude16));
-    } else {
-      const auto* x = reinterpret_cast<const __m256i*>(static_cast<const float*>(src) + j);
-      const auto a = [&](int v) {
-        return _mm256_and_si256(_mm256_loadu_si256(x + v), t.magnitude32);
-      };
-      m[b] = _mm256_max_epi32(_mm256_max_epi32(a(0), a(1)), _mm256_max_epi32(a(2), a(3)));
-    }
-  }
-  g.amax = kSrc == DType::Id::bf16 ? transposed_max8_16(m) : transposed_max8(m);
-  const __m256i zero = _mm256_setzero_si256();
-  const __m256i e = _mm256_srli_epi32(g.amax, 23);
-  // e8m0_floor: E - 2, at least 0; NaN 0xFF. The multiplier 2^(127 - code), 2^126 for code 0
-  // and 0 for NaN (floor_reciprocal).
-  const __m256i nan = _mm256_cmpgt_epi32(g.amax, t.inf);
-  const __m256i c = _mm256_or_si256(_mm256_max_epi32(_mm256_sub_epi32(e, t.two), zero),
-                                    _mm256_srli_epi32(nan, 24));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(s), bytes_of(c));
-  const __m256i mul = _mm256_blendv_epi8(_mm256_slli_epi32(_mm256_sub_epi32(t.c254, c), 23),
-                                         t.scale0_mul, _mm256_cmpeq_epi32(c, zero));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(g.mul), _mm256_andnot_si256(nan, mul));
-  const __m256i fast = _mm256_or_si256(
-      _mm256_and_si256(_mm256_cmpgt_epi32(e, t.four), _mm256_cmpgt_epi32(t.c255, e)),
-      _mm256_cmpeq_epi32(g.amax, zero));
-  g.slow = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(fast))) & 0xFFu;
-  const __m256i steps =
-      _mm256_sub_epi32(t.one32, _mm256_slli_epi32(_mm256_max_epi32(e, t.five), 2));
-  _mm256_store_si256(reinterpret_cast<__m256i*>(g.off),
-                     _mm256_sub_epi32(_mm256_slli_epi32(steps, Fp4Lanes::kShift), t.one32));
-}
-
-// The statistics' lanes of the table's blocks: saturated and flushed elements, counts in bytes,
-// moved out at least every 128 blocks.
-struct Fp4Counts {
-  __m256i sat, flushed;
-  [[gnu::always_inline]] void clear() { sat = flushed = _mm256_setzero_si256(); }
+        top(_mm256_set1_epi8(static_cast<char>(0x80))) {}
 };
 
 // The index b - 16 of 32 elements' magnitudes (the source's element order within 128-bit
@@ -347,7 +238,7 @@ struct Fp4Counts {
 // signs in the same order, and (kStats) their saturated and flushed counts.
 template <DType::Id kSrc, bool kStats>
 [[gnu::always_inline]] inline __m256i fp4_pairs(const void* src, int64_t j, int32_t off_bits,
-                                                const Fp4Table& t, Fp4Counts& n) {
+                                                const Fp4Avx2Table& t, Fp4Counts& n) {
   using L = Fp4Lanes;
   __m256i h0, h1;  // bfloat16 bits: a float32 source's high halves, sticky in bit 0
   if constexpr (kSrc == DType::Id::bf16) {
@@ -420,67 +311,21 @@ template <DType::Id kSrc, bool kStream>
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
 }
 
-// The E2M1 floor row cast of whole groups of eight blocks (the table's), each group's amax,
-// scales and offsets taken while the group before it is encoded; a group with a block the
-// table does not take goes block by block through encode_block. Statistics as encode_groups
-// counts them. Returns the elements done.
-template <DType::Id kSrc, bool kStats, bool kStream>
-int64_t encode_fp4_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scales,
-                          SegmentStats* st) {
-  constexpr E8m0Rounding R = E8m0Rounding::kFloor;
-  constexpr Element E = Element::kE2m1;
-  constexpr int64_t kGroup = 8 * kMxBlock;
-  const int64_t groups = n / kGroup;
-  if (groups == 0) return 0;
-  Fp4Table t;
-  asm("" : "+m"(t));  // its constants read from memory, not rebuilt
-  Fp4Counts counts;
-  counts.clear();
-  __m256 peak = _mm256_setzero_ps();
-  const auto move_counts = [&] {
-    // Four 64-bit sums of bytes below 2^31: lane_sum's high halves are 0.
-    st->run.saturated += lane_sum(_mm256_sad_epu8(counts.sat, _mm256_setzero_si256()));
-    st->run.flushed += lane_sum(_mm256_sad_epu8(counts.flushed, _mm256_setzero_si256()));
-    counts.clear();
-  };
-  Fp4Group ahead[2];
-  prepare_fp4<kSrc>(src, 0, scales, t, ahead[0]);
-  for (int64_t q = 0; q < groups; ++q) {
-    const int64_t i = q * kGroup;
-    const Fp4Group& g = ahead[q & 1];
-    fetch_page_ahead<kSrc>(src, i);
-    if (q + 1 < groups)
-      prepare_fp4<kSrc>(src, i + kGroup, scales + (i + kGroup) / kMxBlock, t, ahead[(q + 1) & 1]);
-    if (g.slow == 0) {
+// The eight blocks of a group from element i (encode_fp4_groups' Body).
+struct Fp4Avx2Body {
+  using Table = Fp4Avx2Table;
+  template <DType::Id kSrc, bool kStats, bool kStream>
+  [[gnu::always_inline]] static void blocks(const void* src, int64_t i, const Fp4Group& g,
+                                            const Table& t, Fp4Counts& counts, uint8_t* codes) {
 #pragma GCC unroll 4
-      for (int b = 0; b < 8; b += 2) {
-        const int64_t j = i + b * kMxBlock;
-        const __m256i pa = fp4_pairs<kSrc, kStats>(src, j, g.off[b], t, counts);
-        const __m256i pb = fp4_pairs<kSrc, kStats>(src, j + kMxBlock, g.off[b + 1], t, counts);
-        store_fp4_pairs<kSrc, kStream>(codes + j / 2, pa, pb, t);
-      }
-      if constexpr (kStats) record_group(st->run, g.amax, g.mul, peak);
-    } else {
-      const bool nan = kStats && _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
-                                     g.amax, _mm256_set1_epi32(0x7F800000)))) != 0;
-      alignas(32) uint32_t bits[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bits), g.amax);
-      for (int b = 0; b < 8; ++b) {
-        const int64_t j = i + b * kMxBlock;
-        encode_block<E, R, kSrc>(src, j, g.mul[b], codes, kStats ? st : nullptr);
-        if (nan) record_block<E, kSrc>(st->run, src, j, bits[b], scales[j / kMxBlock], g.mul[b]);
-      }
-      if (kStats && !nan) record_group(st->run, g.amax, g.mul, peak);
+    for (int b = 0; b < 8; b += 2) {
+      const int64_t j = i + b * kMxBlock;
+      const __m256i pa = fp4_pairs<kSrc, kStats>(src, j, g.off[b], t, counts);
+      const __m256i pb = fp4_pairs<kSrc, kStats>(src, j + kMxBlock, g.off[b + 1], t, counts);
+      store_fp4_pairs<kSrc, kStream>(codes + j / 2, pa, pb, t);
     }
-    if (kStats && (q & 15) == 15) move_counts();
   }
-  if constexpr (kStream) _mm_sfence();
-  if constexpr (kStats) {
-    move_counts();
-    finish_peak(st->run, peak, element_limits(E).max);
-  }
-  return groups * kGroup;
-}
+};
 
 // encode_fp4_groups under the floor scale, encode_groups under rceil.
 template <Element E, E8m0Rounding R, DType::Id kSrc, bool kStream>
@@ -488,8 +333,8 @@ struct Fp4Groups {
   static int64_t run(const void* src, int64_t n, uint8_t* codes, uint8_t* scales,
                      SegmentStats* st) {
     if constexpr (R == E8m0Rounding::kFloor)
-      return st ? encode_fp4_groups<kSrc, true, kStream>(src, n, codes, scales, st)
-                : encode_fp4_groups<kSrc, false, kStream>(src, n, codes, scales, st);
+      return st ? encode_fp4_groups<Fp4Avx2Body, kSrc, true, kStream>(src, n, codes, scales, st)
+                : encode_fp4_groups<Fp4Avx2Body, kSrc, false, kStream>(src, n, codes, scales, st);
     else
       return st ? encode_groups<E, R, kSrc, true>(src, n, codes, scales, st)
                 : encode_groups<E, R, kSrc, false>(src, n, codes, scales, st);
