@@ -89,8 +89,7 @@ template <DType::Id kSrc, bool kStats>
   if constexpr (kStats) {
     // y > 6: v > 18 steps, t above 3 steps less 1. Every v from 18 steps (576) up to y's bound
     // 8 (640) has bit 6 set, so there u = t + 1: u above 3 steps (96; u saturated to a byte keeps
-    // it), and below 576 u <= t + 1 <= 95. Testing u, not t, leaves t dead, so the masked add
-    // takes it in place.
+    // it), and below 576 u <= t + 1 <= 95. Testing u, not t, keeps only u live.
     sat = _mm256_cmpgt_epi8(_mm256_packs_epi16(u0, u1), t.sat_u);
     zero = _mm256_packs_epi16(a0, a1);
   }
