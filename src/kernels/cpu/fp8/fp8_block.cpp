@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <omp.h>
 
@@ -135,7 +136,7 @@ CastFn cast_body(SimdLevel level) {
 }
 
 // Whether the AVX2 casts of bfloat16 or float32 to E4M3 (detail::block_tiles_*_e4m3_avx2,
-// detail::blocks_128x128_*_e4m3_avx2) take the full tiles and blocks.
+// detail::block_groups_*_e4m3_avx2) take the full tiles and blocks.
 bool e4m3_tiles(DType src_dtype, DType fp8, SimdLevel level) {
   return (src_dtype == kBFloat16 || src_dtype == kFloat32) && fp8 == kFloat8_e4m3fn &&
          std::min(level, simd_level()) >= SimdLevel::kAvx2;
@@ -224,8 +225,8 @@ BlockCastStats quantize_128x1(const void* src, DType src_dtype, int64_t rows, in
     group = std::min(group, std::max<int64_t>(32, (cols / 32 + per_band - 1) / per_band * 32));
   }
   // Codes past the caches' size are streamed (common/stream_codes.h), where every group's rows
-  // start on a 32-byte boundary. (The 1x128 and 128x128 casts keep theirs in cache: streamed,
-  // they measured slower.)
+  // start on a 32-byte boundary. (The 1x128 cast keeps its codes in cache: streamed, they
+  // measured slower.)
   const bool stream = rows * cols >= kStreamCodesFrom &&
                       (reinterpret_cast<uintptr_t>(codes) | static_cast<uintptr_t>(cols)) % 32 == 0;
   // Whole groups, the last one with the rest (fewer than 32 columns past a full group join it).
@@ -320,40 +321,55 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
   float amax = 0.0f;
   double peak = 0.0;
   int64_t saturated = 0, flushed = 0;
+  // Full-width blocks of bfloat16 or float32 to E4M3: the AVX2 group casts, each thread's share
+  // of the groups (in the order band by band, a band's groups left to right) in one call, which
+  // reads each group's rows from memory while it casts the group before.
+  const int64_t fast_blocks = fast ? cols / kBlockLen : 0;
+  // Their codes past the caches' size are streamed (common/stream_codes.h), where every row
+  // starts on a 32-byte boundary.
+  const bool stream = rows * cols >= kStreamCodesFrom &&
+                      (reinterpret_cast<uintptr_t>(codes) | static_cast<uintptr_t>(cols)) % 32 == 0;
+  if (fast_blocks > 0) {
+#pragma omp parallel reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
+    {
+      const int64_t units = block_rows * groups, threads_here = omp_get_num_threads();
+      const int64_t t = omp_get_thread_num();
+      const int64_t u0 = units * t / threads_here, u1 = units * (t + 1) / threads_here;
+      std::vector<detail::BlockGroup> share;
+      share.reserve(static_cast<size_t>(u1 - u0));
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t bi = u / groups, bj0 = u % groups * group;
+        const int64_t full = std::min(bj0 + group, fast_blocks) - bj0;
+        if (full <= 0) continue;
+        const int64_t r0 = bi * kBlockLen;
+        share.push_back({at(src, src_dtype, r0 * ld + bj0 * kBlockLen),
+                         codes + r0 * cols + bj0 * kBlockLen, scale_inv + bi * block_cols + bj0,
+                         std::min(kBlockLen, rows - r0), full});
+      }
+      const auto n = static_cast<int64_t>(share.size());
+      BlockCastStats st;
+      if (src_dtype == kFloat32)
+        detail::block_groups_f32_e4m3_avx2(share.data(), n, ld, cols, for_inf, power_2, epsilon,
+                                           stream, st);
+      else
+        detail::block_groups_bf16_e4m3_avx2(share.data(), n, ld, cols, for_inf, power_2, epsilon,
+                                            stream, st);
+      amax = std::max(amax, st.amax);
+      peak = std::max(peak, st.peak);
+      saturated += st.saturated;
+      flushed += st.flushed;
+    }
+  }
+  // The other blocks (those of other sources and formats, and the last, narrower ones) a group
+  // at a time: the maxima over the group's rows, the scales, then the cast's body row by row.
+  if (fast_blocks == block_cols) return {amax, saturated, flushed, peak};
 #pragma omp parallel for collapse(2) schedule(static) reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
   for (int64_t bi = 0; bi < block_rows; ++bi) {
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t r0 = bi * kBlockLen, rn = std::min(kBlockLen, rows - r0);
-      const int64_t bj0 = g * group, bj1 = std::min(block_cols, bj0 + group);
-      // Full-width blocks of bfloat16 or float32 to E4M3: the AVX2 group cast.
-      const int64_t full = fast ? std::min(bj1, cols / kBlockLen) - bj0 : 0;
-      if (full > 0) {
-        // The group after this one in the loop's order (the next thread's, at a share's end),
-        // its rows no further than this one's.
-        const int64_t nr0 = g + 1 < groups ? r0 : r0 + kBlockLen;
-        const int64_t nc0 = g + 1 < groups ? bj1 * kBlockLen : 0;
-        const void* next = nr0 + rn <= rows ? at(src, src_dtype, nr0 * ld + nc0) : nullptr;
-        const int64_t next_bytes =
-            static_cast<int64_t>(src_dtype.itemsize()) * std::min(group * kBlockLen, cols - nc0);
-        const void* group_src = at(src, src_dtype, r0 * ld + bj0 * kBlockLen);
-        uint8_t* group_codes = codes + r0 * cols + bj0 * kBlockLen;
-        float* group_inv = scale_inv + bi * block_cols + bj0;
-        BlockCastStats st;
-        if (src_dtype == kFloat32)
-          detail::blocks_128x128_f32_e4m3_avx2(
-              static_cast<const float*>(group_src), ld, rn, full, group_codes, cols, group_inv,
-              for_inf, power_2, epsilon, static_cast<const float*>(next), next_bytes, st);
-        else
-          detail::blocks_128x128_bf16_e4m3_avx2(
-              static_cast<const uint16_t*>(group_src), ld, rn, full, group_codes, cols, group_inv,
-              for_inf, power_2, epsilon, static_cast<const uint16_t*>(next), next_bytes, st);
-        amax = std::max(amax, st.amax);
-        peak = std::max(peak, st.peak);
-        saturated += st.saturated;
-        flushed += st.flushed;
-      }
-      const int64_t first = bj0 + std::max<int64_t>(full, 0);
-      if (first == bj1) continue;
+      const int64_t bj1 = std::min(block_cols, (g + 1) * group);
+      const int64_t first = std::max(g * group, fast_blocks);
+      if (first >= bj1) continue;
       float block_amax[kBlockGroupBytes / (2 * kBlockLen)] = {};
       for (int64_t r = r0; r < r0 + rn; ++r)
         for (int64_t bj = first; bj < bj1; ++bj) {

@@ -106,32 +106,32 @@ namespace detail {
 void block_tiles_bf16_e4m3_avx2(const uint16_t* src, int64_t src_step, int64_t count, uint8_t* dst,
                                 int64_t dst_step, float* scale_inv, int64_t inv_step, float for_inf,
                                 bool power_2, float epsilon, BlockCastStats& st);
-// One 128x128 block of bfloat16 (`rows` of up to 128 rows of 128 values, row r at src + r * ld,
-// its codes at dst + r * ldd) to E4M3 codes on AVX2 under its one scale (scale_inv[0]):
-// quantize_128x128's amax, scale and codes, its statistics folded into `st`.
-void block_128x128_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, uint8_t* dst,
-                                  int64_t ldd, float* scale_inv, float for_inf, bool power_2,
-                                  float epsilon, BlockCastStats& st);
-// `count` (at most kBlockGroupBytes / 256) 128x128 blocks of bfloat16 side by side, each as
-// block_128x128_bf16_e4m3_avx2 casts it (block j's values at src + j * 128, its codes at dst +
-// j * 128, its scale_inv at scale_inv[j]): each block's amax from one pass over the group's rows
-// in memory order, then the casts in the same order while the rows are in cache. next: null, or
-// the first value of the group cast next (its rows at next + r * ld for r < rows), whose first
-// next_bytes of each row are fetched into L2 during the casts.
-void blocks_128x128_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, int64_t count,
-                                   uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
-                                   bool power_2, float epsilon, const uint16_t* next,
-                                   int64_t next_bytes, BlockCastStats& st);
-// The float32 counterparts of block_tiles_bf16_e4m3_avx2 and blocks_128x128_bf16_e4m3_avx2
-// (fp8_block_f32_avx2.cpp), with the same arguments; a group holds at most
-// kBlockGroupBytes / 512 blocks.
+// A group of `count` (at most kBlockGroupBytes / (128 * the source's item size)) 128x128 blocks
+// side by side, `rows` (at most 128) rows: row r's values at src + r * ld elements, its codes at
+// dst + r * ldd, block j's values 128 * j elements further and its scale_inv at scale_inv[j].
+struct BlockGroup {
+  const void* src;
+  uint8_t* dst;
+  float* scale_inv;
+  int64_t rows, count;
+};
+// n groups of bfloat16 cast to E4M3 on AVX2 one after the other (quantize_128x128's full blocks,
+// their amax, scales, codes and statistics, folded into `st`): each group's blocks' maxima from
+// one pass over its rows in memory order, run together with the casts of the group before it
+// (fp8_block_groups.h). stream: the codes are written with streaming stores (every group's dst
+// and ldd multiples of 32), for tensors whose codes the caches do not hold
+// (common/stream_codes.h).
+void block_groups_bf16_e4m3_avx2(const BlockGroup* groups, int64_t n, int64_t ld, int64_t ldd,
+                                 float for_inf, bool power_2, float epsilon, bool stream,
+                                 BlockCastStats& st);
+// The float32 counterparts of block_tiles_bf16_e4m3_avx2 and block_groups_bf16_e4m3_avx2
+// (fp8_block_f32_avx2.cpp), with the same arguments.
 void block_tiles_f32_e4m3_avx2(const float* src, int64_t src_step, int64_t count, uint8_t* dst,
                                int64_t dst_step, float* scale_inv, int64_t inv_step, float for_inf,
                                bool power_2, float epsilon, BlockCastStats& st);
-void blocks_128x128_f32_e4m3_avx2(const float* src, int64_t ld, int64_t rows, int64_t count,
-                                  uint8_t* dst, int64_t ldd, float* scale_inv, float for_inf,
-                                  bool power_2, float epsilon, const float* next,
-                                  int64_t next_bytes, BlockCastStats& st);
+void block_groups_f32_e4m3_avx2(const BlockGroup* groups, int64_t n, int64_t ld, int64_t ldd,
+                                float for_inf, bool power_2, float epsilon, bool stream,
+                                BlockCastStats& st);
 // The first of the column bodies' per-column maxima within `buffer` (4 KiB more than they need,
 // 64-byte aligned): 64-byte aligned and half a page from `src` in address bits 0-11. At a
 // multiple of 4 KiB apart (as a stack and a heap layout may place them), every load of a source

@@ -9,8 +9,9 @@
 // under the rare scales) holding a value whose code is subnormal or flushed, and every tile under
 // another scale or holding a NaN or an inf, takes float32 lanes (satfinite_codes) with the
 // saturated and flushed counts kept in vector lanes across all the tiles of a call. 128x128 blocks
-// are cast a group side by side (detail::blocks_128x128_bf16_e4m3_avx2): their maxima in one pass
-// over the group's rows, then the casts while the rows are in cache. 128x1 tiles of the columns are
+// are cast a group side by side (detail::block_groups_bf16_e4m3_avx2, the group walk of
+// fp8_block_groups.h): their maxima in one pass over the group's rows, then the casts while the
+// rows are in cache, together with the next group's maxima. 128x1 tiles of the columns are
 // cast a band of 128 rows at a time (detail::column_tiles_bf16_e4m3_avx2): the columns' maxima
 // elementwise over the rows, then 32 columns' codes a step under per-column constants, row by row
 // in x's layout. The same amax, scale, codes and counts as the per-tile calls of the
@@ -28,10 +29,11 @@
 #include "mantissa/core/bfloat16.h"
 #include "mantissa/core/float8.h"
 
-// The column walk takes this file's target (fp8_block_columns.h).
+// The column and group walks take this file's target (fp8_block_columns.h, fp8_block_groups.h).
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #include "kernels/cpu/fp8/fp8_block_columns.h"
+#include "kernels/cpu/fp8/fp8_block_groups.h"
 
 namespace mantissa::kernels::fp8::detail {
 namespace {
@@ -125,16 +127,19 @@ __attribute__((target("avx2"), always_inline)) inline __m256i fast_codes32(__m25
   return _mm256_permute4x64_epi64(_mm256_or_si256(code, sign), 0xD8);
 }
 
-// fast_codes32 of 128 values at s under one rebias into d; false where a nonzero value's code is
-// below 8 (d then holds no valid codes).
+// fast_codes32 of 128 values at s under one rebias into d (with streaming stores where kStream,
+// d 32-byte aligned); false where a nonzero value's code is below 8 (d then untouched).
+template <bool kStream = false>
 __attribute__((target("avx2"), always_inline)) inline bool fast_codes128(const uint16_t* s,
                                                                          __m256i rb, uint8_t* d) {
-  __m256i low = _mm256_setzero_si256();
+  __m256i low = _mm256_setzero_si256(), c[4];
 #pragma GCC unroll 4
   for (int q = 0; q < 4; ++q)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q),
-                        fast_codes32(load16(s + 32 * q), load16(s + 32 * q + 16), rb, rb, low));
-  return _mm256_testz_si256(low, low);
+    c[q] = fast_codes32(load16(s + 32 * q), load16(s + 32 * q + 16), rb, rb, low);
+  if (!_mm256_testz_si256(low, low)) return false;
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) columns::put32<kStream>(d + 32 * q, c[q]);
+  return true;
 }
 
 // The constants of one scale's cast, kept as scalars (a batch of tiles holds one each) and
@@ -227,12 +232,14 @@ __attribute__((target("avx2"), always_inline)) inline void cast_128(const uint16
 }
 
 // The codes of 128 values at s into d: fast_codes128 where it applies (no NaN, l.fast) and gives
-// every code, else cast_128 (float32 lanes for all of them where fast_codes128 fell short).
+// every code (with streaming stores where kStream), else cast_128 (float32 lanes for all of them
+// where fast_codes128 fell short).
+template <bool kStream = false>
 __attribute__((target("avx2"), always_inline)) inline void cast_tile(const uint16_t* s, uint8_t* d,
                                                                      bool nan, const Lanes& l,
                                                                      LaneCounts& counts) {
   if (!nan && l.fast) [[likely]] {
-    if (fast_codes128(s, _mm256_set1_epi16(l.fast_rebias), d)) [[likely]]
+    if (fast_codes128<kStream>(s, _mm256_set1_epi16(l.fast_rebias), d)) [[likely]]
       return;
     cast_128_f32(s, d, _mm256_set1_ps(l.scale), counts);
     return;
@@ -293,99 +300,73 @@ __attribute__((target("avx2"))) void block_tiles_bf16_e4m3_avx2(const uint16_t* 
   finish_columns(amax_acc, top_acc, st.amax, 0.0, counts, st);
 }
 
-__attribute__((target("avx2"))) void block_128x128_bf16_e4m3_avx2(
-    const uint16_t* src, int64_t ld, int64_t rows, uint8_t* dst, int64_t ldd, float* scale_inv,
-    float for_inf, bool power_2, float epsilon, BlockCastStats& st) {
-  bool nan[kBlockLen];
-  float amax = 0.0f;
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t bits = max_bits_128(src + r * ld);
-    nan[r] = bits > 0x7F80;
-    amax = std::max(amax, bf16_bits_to_float(nan[r] ? max_magnitude_128(src + r * ld) : bits));
-  }
-  const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-  *scale_inv = block_scale_inverse(scale);
-  const Lanes lanes = lanes_of(amax, scale);
-  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
-  for (int64_t r = 0; r < rows; ++r) cast_tile(src + r * ld, dst + r * ldd, nan[r], lanes, counts);
-  double top_max = 0.0;
-  fold_top(amax, scale, top_max);
-  st.amax = std::max(st.amax, amax);
-  st.peak = std::max(st.peak, top_max / kE4m3Max);
-  st.saturated += lane_sum(counts.saturated);
-  st.flushed += lane_sum(counts.flushed);
-}
+namespace {
 
-__attribute__((target("avx2"))) void blocks_128x128_bf16_e4m3_avx2(
-    const uint16_t* src, int64_t ld, int64_t rows, int64_t count, uint8_t* dst, int64_t ldd,
-    float* scale_inv, float for_inf, bool power_2, float epsilon, const uint16_t* next,
-    int64_t next_bytes, BlockCastStats& st) {
-  constexpr int64_t kMaxCount = kBlockGroupBytes / (2 * kBlockLen);
-  const __m256i abs = _mm256_set1_epi16(0x7FFF);
-  // The largest magnitude bits of each block (a NaN's above 0x7F80), a lane for each of 16
-  // columns of the block's 128: one read of the rows in memory order.
-  __m256i top[kMaxCount];
-  for (int64_t j = 0; j < count; ++j) top[j] = _mm256_setzero_si256();
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t* row = src + r * ld;
-    for (int64_t j = 0; j < count; ++j) {
-      const uint16_t* s = row + j * kBlockLen;
-      __m256i b0 = top[j], b1 = _mm256_setzero_si256();
-      for (int v = 0; v < 8; v += 2) {
-        // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
-        b0 = _mm256_max_epi16(
-            b0, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 16 * v)),
-                                 abs));
-        b1 = _mm256_max_epi16(
-            b1, _mm256_and_si256(
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 16 * v + 16)), abs));
-      }
-      top[j] = _mm256_max_epi16(b0, b1);
+// The group walk's lanes (fp8_block_groups.h) for bfloat16: a block's folded bits are sixteen
+// lanes of 16-bit magnitude bits, its casts cast_tile's.
+struct Bf16Groups {
+  using Src = uint16_t;
+  struct Block {
+    Lanes lanes;
+    bool nan;
+  };
+  [[gnu::always_inline]] static __m256i fold(const uint16_t* s, __m256i top) {
+    const __m256i abs = _mm256_set1_epi16(0x7FFF);
+    __m256i b1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int v = 0; v < 8; v += 2) {
+      // Magnitude bits are at most 0x7FFF: a signed maximum orders them.
+      top = _mm256_max_epi16(top, _mm256_and_si256(load16(s + 16 * v), abs));
+      b1 = _mm256_max_epi16(b1, _mm256_and_si256(load16(s + 16 * v + 16), abs));
     }
+    return _mm256_max_epi16(top, b1);
   }
-  Lanes lanes[kMaxCount];
-  bool nan[kMaxCount];
-  double top_max = 0.0;
-  float amax_max = st.amax;
-  for (int64_t j = 0; j < count; ++j) {
-    const __m128i m =
-        _mm_max_epi16(_mm256_castsi256_si128(top[j]), _mm256_extracti128_si256(top[j], 1));
+  [[gnu::always_inline]] static Block scale(__m256i top, float for_inf, bool power_2, float epsilon,
+                                            float* scale_inv, float& amax_max, double& top_max) {
+    const __m128i m = _mm_max_epi16(_mm256_castsi256_si128(top), _mm256_extracti128_si256(top, 1));
     const __m128i low = _mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi32(-1)));
     const auto bits = static_cast<uint16_t>(~_mm_cvtsi128_si32(low));
-    nan[j] = bits > 0x7F80;
-    if (nan[j]) continue;  // the block's rows are found again, each NaN passed over, below
+    if (bits > 0x7F80) return {Lanes{}, true};  // found again, each NaN passed over: nan_block
     const float amax = bf16_bits_to_float(bits);
     const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-    scale_inv[j] = block_scale_inverse(scale);
+    *scale_inv = block_scale_inverse(scale);
     amax_max = std::max(amax_max, amax);
     fold_top(amax, scale, top_max);
-    lanes[j] = lanes_of(amax, scale);
+    return {lanes_of(amax, scale), false};
   }
-  // The casts, again in memory order: the rows are still in L2 or L3. The next group's rows are
-  // fetched into L2 meanwhile, so that its amax pass does not wait on memory with nothing to do.
-  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
-  const int64_t ahead = next != nullptr ? next_bytes : 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto* line = reinterpret_cast<const char*>(next + r * ld);
-    if (ahead > 0) touch_pages(line, ahead);
-    for (int64_t j = 0; j < count; ++j) {
-      // The next group's lines at the pace of the casts (kBlockGroupBytes of each row over
-      // the group's `count` blocks).
-      for (int64_t b = j * 256; b < std::min(ahead, (j + 1) * 256); b += 64)
-        _mm_prefetch(line + b, _MM_HINT_T1);
-      if (!nan[j])
-        cast_tile(src + r * ld + j * kBlockLen, dst + r * ldd + j * kBlockLen, false, lanes[j],
-                  counts);
+  template <bool kStream>
+  [[gnu::always_inline]] static void cast(const uint16_t* p, uint8_t* d, const Block& b,
+                                          LaneCounts& counts) {
+    cast_tile<kStream>(p, d, false, b.lanes, counts);
+  }
+  // Each row's amax with the NaN passed over, then the casts, a row holding a NaN through
+  // float32 lanes.
+  static void nan_block(const uint16_t* src, int64_t ld, int64_t rows, uint8_t* dst, int64_t ldd,
+                        float* scale_inv, float for_inf, bool power_2, float epsilon,
+                        float& amax_max, double& top_max, LaneCounts& counts) {
+    bool nan[kBlockLen];
+    float amax = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint16_t bits = max_bits_128(src + r * ld);
+      nan[r] = bits > 0x7F80;
+      amax = std::max(amax, bf16_bits_to_float(nan[r] ? max_magnitude_128(src + r * ld) : bits));
     }
+    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+    *scale_inv = block_scale_inverse(scale);
+    amax_max = std::max(amax_max, amax);
+    fold_top(amax, scale, top_max);
+    const Lanes lanes = lanes_of(amax, scale);
+    for (int64_t r = 0; r < rows; ++r)
+      cast_tile(src + r * ld, dst + r * ldd, nan[r], lanes, counts);
   }
-  st.amax = amax_max;
-  st.peak = std::max(st.peak, top_max / kE4m3Max);
-  st.saturated += lane_sum(counts.saturated);
-  st.flushed += lane_sum(counts.flushed);
-  for (int64_t j = 0; j < count; ++j)
-    if (nan[j])
-      block_128x128_bf16_e4m3_avx2(src + j * kBlockLen, ld, rows, dst + j * kBlockLen, ldd,
-                                   scale_inv + j, for_inf, power_2, epsilon, st);
+};
+
+}  // namespace
+
+void block_groups_bf16_e4m3_avx2(const BlockGroup* groups, int64_t n, int64_t ld, int64_t ldd,
+                                 float for_inf, bool power_2, float epsilon, bool stream,
+                                 BlockCastStats& st) {
+  groups::block_groups<Bf16Groups>(groups, n, ld, ldd, for_inf, power_2, epsilon, stream, st);
 }
 
 namespace {

@@ -1,13 +1,13 @@
 // The block recipe's float32 casts to E4M3 on AVX2 (fp8_block.h): 1x128 tiles
 // (detail::block_tiles_f32_e4m3_avx2), 128x128 blocks a group side by side
-// (detail::blocks_128x128_f32_e4m3_avx2) and 128x1 tiles of the columns a band of 128 rows at a
-// time (detail::column_tiles_f32_e4m3_avx2), the float32 counterparts of fp8_block_avx2.cpp's
-// bfloat16 bodies. A tile's amax is the integer maximum of its magnitude bits (a NaN's lie above
-// infinity's), its scale block_scale's, and its codes come from the values still in L1 or L2.
-// Under a power-of-2 scale 2^e (the recipe's default) with the tile's amax * 2^e within E4M3's
-// range and e <= 120, a normal product's code is |x|'s bits less (120 - e) << 23, rounded to
-// nearest even on the 20 dropped bits by integer adds (x * 2^e is exact: only the exponent
-// moves); nothing saturates or flushes there. A tile holding a value whose code would be
+// (detail::block_groups_f32_e4m3_avx2, the group walk of fp8_block_groups.h) and 128x1 tiles of the
+// columns a band of 128 rows at a time (detail::column_tiles_f32_e4m3_avx2), the float32
+// counterparts of fp8_block_avx2.cpp's bfloat16 bodies. A tile's amax is the integer maximum of its
+// magnitude bits (a NaN's lie above infinity's), its scale block_scale's, and its codes come from
+// the values still in L1 or L2. Under a power-of-2 scale 2^e (the recipe's default) with the tile's
+// amax * 2^e within E4M3's range and e <= 120, a normal product's code is |x|'s bits less (120 - e)
+// << 23, rounded to nearest even on the 20 dropped bits by integer adds (x * 2^e is exact: only the
+// exponent moves); nothing saturates or flushes there. A tile holding a value whose code would be
 // subnormal or flushed, and every tile under another scale or holding a NaN or an inf, takes the
 // float32 lanes of the delayed-scaling cast (satfinite_codes of f32(x * scale)) with the
 // saturated and flushed counts kept in vector lanes across the call. The same amax, scale, codes
@@ -24,10 +24,11 @@
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "mantissa/core/float8.h"
 
-// The column walk takes this file's target (fp8_block_columns.h).
+// The column and group walks take this file's target (fp8_block_columns.h, fp8_block_groups.h).
 #pragma GCC push_options
 #pragma GCC target("avx2")
 #include "kernels/cpu/fp8/fp8_block_columns.h"
+#include "kernels/cpu/fp8/fp8_block_groups.h"
 
 namespace mantissa::kernels::fp8::detail {
 namespace {
@@ -144,26 +145,28 @@ __attribute__((target("avx2"), always_inline)) inline __m256i int_codes32(const 
 }
 
 // The codes of 128 float32 values at s into d: through the integer codes where they apply and no
-// value is a NaN, the tile again through float32 lanes where one of its values is not a normal
-// product; otherwise through float32 lanes.
+// value is a NaN (with streaming stores where kStream, d 32-byte aligned), through float32 lanes
+// where one of the values is not a normal product and where they do not apply.
+template <bool kStream = false>
 __attribute__((target("avx2"), always_inline)) inline void cast_128(const float* s, uint8_t* d,
                                                                     bool nan, const Lanes& l,
                                                                     LaneCounts& counts) {
   const __m256 scale = _mm256_set1_ps(l.scale);
-  if (nan || !l.fast) {
-    for (int q = 0; q < 4; ++q) cast_32_f32(s + 32 * q, d + 32 * q, scale, counts);
-    return;
-  }
-  const __m256i rb = _mm256_set1_epi32(l.rebias);
-  const __m256i rebias[4] = {rb, rb, rb, rb};
-  __m256i low = _mm256_setzero_si256();
+  if (!nan && l.fast) [[likely]] {
+    const __m256i rb = _mm256_set1_epi32(l.rebias);
+    const __m256i rebias[4] = {rb, rb, rb, rb};
+    __m256i low = _mm256_setzero_si256(), c[4];
 #pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32 * q),
-                        int_codes32(s + 32 * q, rebias, low));
-  // A value with a subnormal or flushed code, which the float32 lanes give with their counts.
-  if (!_mm256_testz_si256(low, low)) [[unlikely]]
-    for (int q = 0; q < 4; ++q) cast_32_f32(s + 32 * q, d + 32 * q, scale, counts);
+    for (int q = 0; q < 4; ++q) c[q] = int_codes32(s + 32 * q, rebias, low);
+    // Else a value with a subnormal or flushed code, which the float32 lanes give with their
+    // counts.
+    if (_mm256_testz_si256(low, low)) [[likely]] {
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) columns::put32<kStream>(d + 32 * q, c[q]);
+      return;
+    }
+  }
+  for (int q = 0; q < 4; ++q) cast_32_f32(s + 32 * q, d + 32 * q, scale, counts);
 }
 
 // One tile's amax from its magnitude bits' maximum (bits), a NaN's (above kInfBits) passed over.
@@ -224,78 +227,55 @@ __attribute__((target("avx2"))) void block_tiles_f32_e4m3_avx2(const float* src,
 
 namespace {
 
-// One 128x128 block whose values hold a NaN: each row's amax with the NaN passed over, then the
-// casts through float32 lanes.
-__attribute__((target("avx2"))) void block_with_nan(const float* src, int64_t ld, int64_t rows,
-                                                    uint8_t* dst, int64_t ldd, float* scale_inv,
-                                                    float for_inf, bool power_2, float epsilon,
-                                                    float& amax_max, double& top_max,
-                                                    LaneCounts& counts) {
-  uint32_t bits = 0;
-  for (int64_t r = 0; r < rows; ++r) bits = std::max(bits, max_magnitude_128(src + r * ld));
-  const float amax = std::bit_cast<float>(bits);
-  const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-  *scale_inv = block_scale_inverse(scale);
-  amax_max = std::max(amax_max, amax);
-  fold_top(amax, scale, top_max);
-  const Lanes l = lanes_of(amax, scale);
-  for (int64_t r = 0; r < rows; ++r) cast_128(src + r * ld, dst + r * ldd, true, l, counts);
-}
+// The group walk's lanes (fp8_block_groups.h) for float32: a block's folded bits are eight lanes
+// of 32-bit magnitude bits, its casts cast_128's.
+struct F32Groups {
+  using Src = float;
+  struct Block {
+    Lanes lanes;
+    bool nan;
+  };
+  [[gnu::always_inline]] static __m256i fold(const float* p, __m256i top) {
+    return max_bits_lanes_128(p, top);
+  }
+  [[gnu::always_inline]] static Block scale(__m256i top, float for_inf, bool power_2, float epsilon,
+                                            float* scale_inv, float& amax_max, double& top_max) {
+    const uint32_t bits = lanes_max(top);
+    if (bits > kInfBits) return {Lanes{}, true};  // found again, each NaN passed over: nan_block
+    const float amax = std::bit_cast<float>(bits);
+    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+    *scale_inv = block_scale_inverse(scale);
+    amax_max = std::max(amax_max, amax);
+    fold_top(amax, scale, top_max);
+    return {lanes_of(amax, scale), false};
+  }
+  template <bool kStream>
+  [[gnu::always_inline]] static void cast(const float* p, uint8_t* d, const Block& b,
+                                          LaneCounts& counts) {
+    cast_128<kStream>(p, d, false, b.lanes, counts);
+  }
+  // Each row's amax with the NaN passed over, then the casts through float32 lanes.
+  static void nan_block(const float* src, int64_t ld, int64_t rows, uint8_t* dst, int64_t ldd,
+                        float* scale_inv, float for_inf, bool power_2, float epsilon,
+                        float& amax_max, double& top_max, LaneCounts& counts) {
+    uint32_t bits = 0;
+    for (int64_t r = 0; r < rows; ++r) bits = std::max(bits, max_magnitude_128(src + r * ld));
+    const float amax = std::bit_cast<float>(bits);
+    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
+    *scale_inv = block_scale_inverse(scale);
+    amax_max = std::max(amax_max, amax);
+    fold_top(amax, scale, top_max);
+    const Lanes l = lanes_of(amax, scale);
+    for (int64_t r = 0; r < rows; ++r) cast_128(src + r * ld, dst + r * ldd, true, l, counts);
+  }
+};
 
 }  // namespace
 
-__attribute__((target("avx2"))) void blocks_128x128_f32_e4m3_avx2(
-    const float* src, int64_t ld, int64_t rows, int64_t count, uint8_t* dst, int64_t ldd,
-    float* scale_inv, float for_inf, bool power_2, float epsilon, const float* next,
-    int64_t next_bytes, BlockCastStats& st) {
-  constexpr int64_t kMaxCount = kBlockGroupBytes / (4 * kBlockLen);
-  // The largest magnitude bits of each block (a NaN's above kInfBits), a lane for each of 8
-  // columns of the block's 128: one read of the rows in memory order.
-  __m256i top[kMaxCount];
-  for (int64_t j = 0; j < count; ++j) top[j] = _mm256_setzero_si256();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < count; ++j)
-      top[j] = max_bits_lanes_128(src + r * ld + j * kBlockLen, top[j]);
-  Lanes lanes[kMaxCount];
-  bool nan[kMaxCount];
-  double top_max = 0.0;
-  float amax_max = st.amax;
-  for (int64_t j = 0; j < count; ++j) {
-    const uint32_t bits = lanes_max(top[j]);
-    nan[j] = bits > kInfBits;
-    if (nan[j]) continue;  // the block's rows are found again, each NaN passed over, below
-    const float amax = std::bit_cast<float>(bits);
-    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-    scale_inv[j] = block_scale_inverse(scale);
-    amax_max = std::max(amax_max, amax);
-    fold_top(amax, scale, top_max);
-    lanes[j] = lanes_of(amax, scale);
-  }
-  // The casts, again in memory order: the rows are still in L2 or L3. The next group's rows are
-  // fetched into L2 meanwhile, so that its amax pass does not wait on memory with nothing to do.
-  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
-  const int64_t ahead = next != nullptr ? next_bytes : 0;
-  constexpr int64_t kBlockBytes = 4 * kBlockLen;
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto* line = reinterpret_cast<const char*>(next + r * ld);
-    if (ahead > 0) touch_pages(line, ahead);
-    for (int64_t j = 0; j < count; ++j) {
-      // The next group's lines at the pace of the casts.
-      for (int64_t b = j * kBlockBytes; b < std::min(ahead, (j + 1) * kBlockBytes); b += 64)
-        _mm_prefetch(line + b, _MM_HINT_T1);
-      if (!nan[j])
-        cast_128(src + r * ld + j * kBlockLen, dst + r * ldd + j * kBlockLen, false, lanes[j],
-                 counts);
-    }
-  }
-  for (int64_t j = 0; j < count; ++j)
-    if (nan[j])
-      block_with_nan(src + j * kBlockLen, ld, rows, dst + j * kBlockLen, ldd, scale_inv + j,
-                     for_inf, power_2, epsilon, amax_max, top_max, counts);
-  st.amax = amax_max;
-  st.peak = std::max(st.peak, top_max / kE4m3Max);
-  st.saturated += lane_sum(counts.saturated);
-  st.flushed += lane_sum(counts.flushed);
+void block_groups_f32_e4m3_avx2(const BlockGroup* groups, int64_t n, int64_t ld, int64_t ldd,
+                                float for_inf, bool power_2, float epsilon, bool stream,
+                                BlockCastStats& st) {
+  groups::block_groups<F32Groups>(groups, n, ld, ldd, for_inf, power_2, epsilon, stream, st);
 }
 
 namespace {
