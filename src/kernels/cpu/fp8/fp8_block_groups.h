@@ -8,13 +8,14 @@
 // A block's codes need its amax, so each group of blocks is read twice: a pass over its rows in
 // memory order for the blocks' maxima, then the casts. The walk runs the second pass of a group
 // together with the first pass of the group after it, row by row: row r of group i + 1 is folded
-// into its maxima while row r of group i is cast. So the reads from memory (the next group's,
-// a run of up to 2 MiB that the hardware prefetchers follow) overlap the casts' arithmetic (on
-// rows read one group ago, from L2 and L3), where a group's maxima read alone leave the core
-// waiting on memory and its casts alone leave memory idle. Codes past the caches' size are
-// written with streaming stores (common/stream_codes.h): with the reads overlapped, the codes'
-// writes through the caches (a line read for each line written) are what is left, at 4096 x 4096
-// float32 on one thread 0.26-0.30 -> 0.22-0.23 ns a value.
+// into its maxima while row r of group i is cast (on rows read one group ago, from L2 and L3).
+// The next group comes from memory through the hardware prefetchers, which follow the folds'
+// demand loads (a run of up to 2 MiB): no software prefetch, as a walk that cast a group and then
+// read the next one with its prefetches issued during the casts spent more time on them than they
+// saved (at 4096 x 4096 float32, the maxima pass alone 0.11 ns a value, with the prefetch loop
+// 0.16-0.18). Codes past the caches' size are written with streaming stores
+// (common/stream_codes.h), which spares a line read for each line written: together, 0.26-0.30
+// -> 0.22-0.23 ns a value at 4096 x 4096 float32 on one thread.
 //
 // What L gives:
 //   Src                the source's element
