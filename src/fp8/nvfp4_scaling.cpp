@@ -78,6 +78,15 @@ Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, boo
     tile_amax.resize(static_cast<size_t>(q.scales.size(1) * ((rows + 15) / 16)));
     amax = km::nvfp4_tile_amax(src, dtype, rows, cols, tile_amax.data());
   }
+  // A float32 source rounded to nearest: the 1x16 blocks' amax come with the tensor's from one
+  // read, so that the cast reads the source once more, for its codes only (from the tensors'
+  // allocator: no page faults a cast). A bfloat16 cast takes its blocks' amax itself: there the
+  // pass's writes (a float per 16 elements) cost what the cast saves.
+  Tensor block_amax;
+  if (!tiles && !amax && !stochastic && dtype == kFloat32) {
+    block_amax = empty({rows, q.scales.size(1)}, kFloat32);
+    amax = km::nvfp4_block_amax(src, dtype, rows, cols, block_amax.data<float>());
+  }
   km::Nvfp4Encoding e = encoding_of(
       amax ? km::nvfp4_tensor_scale_of(*amax) : km::nvfp4_tensor_scale(src, dtype, rows * cols),
       tiles, stochastic);
@@ -85,6 +94,7 @@ Nvfp4Tensor encode(const void* src, DType dtype, int64_t rows, int64_t cols, boo
     e.tile_amax = tile_amax.data();
     e.tile_amax_exact = true;  // src's own: the statistics take their records from them
   }
+  if (block_amax.defined()) e.block_amax = block_amax.data<float>();
   km::MxCastStats st;
   km::nvfp4_quantize(src, dtype, rows, cols, e, static_cast<uint8_t*>(q.codes.data_ptr()),
                      static_cast<uint8_t*>(q.scales.data_ptr()), simd_level(),

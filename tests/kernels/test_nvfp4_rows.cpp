@@ -11,7 +11,8 @@
 // amax. Rows of whole blocks (cast in segments that span rows) as well as rows with a short last
 // block; 16x16 tiles with the cast's own tiles' amax, with the caller's own ones
 // (Nvfp4Encoding::tile_amax_exact: the records taken from them), and with amax that are not the
-// source's (the records then the blocks' own).
+// source's (the records then the blocks' own); 1x16 blocks given their own amax
+// (Nvfp4Encoding::block_amax) against the scalar body taking them itself.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -115,23 +116,35 @@ void check_level(SimdLevel level, DType dtype = kFloat32) {
         nvfp4_tile_amax(x, dtype, rows, cols, tile_amax.data());
         std::vector<float> other_amax = tile_amax;
         for (float& a : other_amax) a *= 2.0f;
-        for (const int tiles : {0, 1, 2, 3}) {
+        std::vector<float> block_amax(static_cast<size_t>(rows * ((cols + 15) / 16)));
+        nvfp4_block_amax(x, dtype, rows, cols, block_amax.data(), level);
+        for (const int tiles : {0, 1, 2, 3, 4}) {
           static constexpr const char* kTiles[] = {"1x16", "16x16", "16x16 given own tile amax",
-                                                   "16x16 given other tile amax"};
+                                                   "16x16 given other tile amax",
+                                                   "1x16 given own block amax"};
           SCOPED_TRACE(std::string(kTiles[tiles]) + " " + std::string(dtype.name()) + " at " +
                        simd_level_name(level) + ", " + std::to_string(cols) +
                        " columns, tensor scale " + std::to_string(ts) +
                        (specials ? "" : ", no infinity or NaN"));
           Nvfp4Encoding e;
           e.tensor_scale = ts;
-          e.tiles_16x16 = tiles > 0;
+          e.tiles_16x16 = tiles > 0 && tiles < 4;
           if (tiles == 2) {
             e.tile_amax = tile_amax.data();
             e.tile_amax_exact = true;
           } else if (tiles == 3) {
             e.tile_amax = other_amax.data();
           }
-          const MxCastStats ref = check_cast(x, dtype, rows, cols, e, level);
+          Nvfp4Encoding given = e;
+          if (tiles == 4) {
+            // The bytes and statistics of the scalar body taking each block's own amax.
+            given.block_amax = block_amax.data();
+            e.block_amax = nullptr;
+          }
+          const testing::Nvfp4Cast want =
+              testing::nvfp4_cast_at(x, dtype, rows, cols, e, SimdLevel::kScalar);
+          testing::expect_nvfp4_cast(x, dtype, rows, cols, given, level, want);
+          const MxCastStats ref = want.stats;
           // The source saturates and flushes elements under its own amax (with whole-block rows
           // the 16x16 tiles' scales may saturate none; the doubled amax's may neither).
           if (tiles != 3 && cols % 16 != 0) {
@@ -143,7 +156,7 @@ void check_level(SimdLevel level, DType dtype = kFloat32) {
       }
     }
   }
-  EXPECT_EQ(compared, 80);
+  EXPECT_EQ(compared, 100);
 }
 
 TEST(Nvfp4Rows, Float32TableCodesGiveTheScalarBytesAtAvx2) {

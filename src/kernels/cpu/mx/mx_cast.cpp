@@ -344,7 +344,9 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
   // The 16x16 tiles' amax, one per (tile row, block column).
   std::vector<float> own_tile_amax;
   const float* tile_amax = encoding.tile_amax;
-  bool tile_records = encoding.tiles_16x16 && encoding.tile_amax_exact;
+  // The 1x16 blocks' own amax, one per (row, block column), where the caller took them.
+  const float* block_amax = encoding.tiles_16x16 ? nullptr : encoding.block_amax;
+  bool tile_records = encoding.tiles_16x16 ? encoding.tile_amax_exact : block_amax != nullptr;
   if (encoding.tiles_16x16 && !tile_amax) {
     own_tile_amax.resize(static_cast<size_t>(blocks_of(rows, kNvfp4Block) * blocks));
     nvfp4_tile_amax(src, src_dtype, rows, cols, own_tile_amax.data(), level);
@@ -356,9 +358,10 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
   for_each_segment(
       rows, cols,
       [&](int64_t r, int64_t begin, int64_t len) {
-        const float* amax = encoding.tiles_16x16
-                                ? tile_amax + (r / kNvfp4Block) * blocks + begin / kNvfp4Block
-                                : nullptr;
+        const float* amax =
+            encoding.tiles_16x16
+                ? tile_amax + (r / kNvfp4Block) * blocks + begin / kNvfp4Block
+                : (block_amax ? block_amax + r * blocks + begin / kNvfp4Block : nullptr);
         const void* x = at(src, src_dtype, r * cols + begin);
         uint8_t* c = codes + r * code_stride + begin / 2;
         uint8_t* s = scales + r * blocks + begin / kNvfp4Block;

@@ -59,6 +59,9 @@ struct Nvfp4Encoding {
   // blocks, all of which the cast counts) instead of taking the block's own. A cast without
   // tile_amax takes its own tiles' amax and counts them so.
   bool tile_amax_exact = false;
+  // Without tiles_16x16: each 1x16 block's own amax from nvfp4_block_amax of the same src, rows
+  // and cols, or null (the cast takes them). Given, the cast reads the source once, for its codes.
+  const float* block_amax = nullptr;
 };
 
 // max |x| / (448 * 6) over n elements (NaN if any is NaN; 1 if all are zero).
@@ -71,6 +74,12 @@ float nvfp4_tensor_scale_of(float amax);
 // tensor's (the largest, NaN where any is), so that one read gives the per-tensor scale too.
 float nvfp4_tile_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                       float* tile_amax, SimdLevel level = simd_level());
+// The amax of each 1x16 block of a rows x cols source (NaN where the block holds a NaN), into
+// block_amax[rows][ceil(cols / 16)] (kernels/cpu/mx/nvfp4_block_amax.cpp); returns the tensor's
+// (the largest, NaN where any is): one read gives the per-tensor scale and Nvfp4Encoding's
+// block_amax.
+float nvfp4_block_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                       float* block_amax, SimdLevel level = simd_level());
 void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                     const Nvfp4Encoding& encoding, uint8_t* codes, uint8_t* scales,
                     SimdLevel level = simd_level(), MxCastStats* stats = nullptr);
@@ -111,9 +120,10 @@ struct MxKernels {
   float (*amax)(const void* src, DType src_dtype, int64_t n);
   // nvfp4_encode (or, `stochastic`, nvfp4_encode_sr) that also returns nvfp4_run_stats's
   // counts of the segment, taken as it encodes; null where a level encodes, then counts. With
-  // `tile_records`, block_amax are the source's own 16x16 tiles' (Nvfp4Encoding::tile_amax_exact):
-  // a block whose tile amax is a number may count that as its amax record (best, and peak = amax
-  // times the tile's factor), which gives the cast's records though not each segment's.
+  // `tile_records`, block_amax are the source's own 16x16 tiles' (Nvfp4Encoding::tile_amax_exact)
+  // or 1x16 blocks' (Nvfp4Encoding::block_amax): a block whose tile amax is a number may count
+  // that as its amax record (best, and peak = amax times the tile's factor), which gives the
+  // cast's records though not each segment's.
   MxStatsRun (*nvfp4_encode_stats)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
                                    const float* block_amax, bool tile_records, bool stochastic,
                                    uint64_t seed, uint64_t offset, int64_t row, int64_t first_col,
