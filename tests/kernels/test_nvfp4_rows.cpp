@@ -116,8 +116,13 @@ void check_level(SimdLevel level, DType dtype = kFloat32) {
         nvfp4_tile_amax(x, dtype, rows, cols, tile_amax.data());
         std::vector<float> other_amax = tile_amax;
         for (float& a : other_amax) a *= 2.0f;
+        // The blocks' amax of the source's values (nvfp4_block_amax takes float32 only; a
+        // bfloat16 source's widened values have the same amax).
+        std::vector<float> wide(f32.size());
+        for (size_t i = 0; i < f32.size(); ++i)
+          wide[i] = dtype == kFloat32 ? f32[i] : bf16_bits_to_float(b16[i]);
         std::vector<float> block_amax(static_cast<size_t>(rows * ((cols + 15) / 16)));
-        nvfp4_block_amax(x, dtype, rows, cols, block_amax.data(), level);
+        nvfp4_block_amax(wide.data(), kFloat32, rows, cols, block_amax.data(), level);
         for (const int tiles : {0, 1, 2, 3, 4}) {
           static constexpr const char* kTiles[] = {"1x16", "16x16", "16x16 given own tile amax",
                                                    "16x16 given other tile amax",

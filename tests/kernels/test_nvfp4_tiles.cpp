@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "mantissa/core/bfloat16.h"
+#include "mantissa/core/error.h"
 #include "support/simd_levels.h"
 
 namespace mantissa::kernels::mx {
@@ -95,12 +96,11 @@ void check_blocks(int64_t rows, int64_t cols, bool with_nan, int64_t nan_col = 2
   for (int64_t c = 0; c < std::min<int64_t>(cols, 16); ++c) f32[c] = c == 3 ? -0.0f : 0.0f;
   f32[rows * cols - 1] = -std::numeric_limits<float>::infinity();
   if (with_nan) f32[(rows / 2) * cols + nan_col] = std::numeric_limits<float>::quiet_NaN();
-  std::vector<uint16_t> b16(f32.size());
-  for (size_t i = 0; i < f32.size(); ++i) b16[i] = float_to_bf16_bits(f32[i]);
   const int64_t blocks = (cols + 15) / 16;
-  for (DType dt : {kFloat32, kBFloat16}) {
-    const void* src = dt == kFloat32 ? static_cast<const void*>(f32.data()) : b16.data();
-    auto value = [&](int64_t i) { return dt == kFloat32 ? f32[i] : bf16_bits_to_float(b16[i]); };
+  {
+    const DType dt = kFloat32;
+    const float* src = f32.data();
+    auto value = [&](int64_t i) { return f32[i]; };
     std::vector<float> want(static_cast<size_t>(rows * blocks), 0.0f);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
@@ -130,6 +130,12 @@ TEST(Nvfp4Tiles, BlockAmaxEqualsAScanAndGivesTheTensorScale) {
   check_blocks(300, 16 * 19 + 9, false);         // over threads
   check_blocks(300, 16 * 64, true, 16 * 40 + 15);
   check_blocks(1, 16 * 4100, true, 16 * 4097 + 1);  // more than a run's blocks
+}
+
+TEST(Nvfp4Tiles, BlockAmaxRefusesABfloat16Source) {
+  std::vector<uint16_t> src(32, 0);
+  std::vector<float> blocks(2);
+  EXPECT_THROW(nvfp4_block_amax(src.data(), kBFloat16, 1, 32, blocks.data()), Error);
 }
 
 TEST(Nvfp4Tiles, TensorScaleOfAnAllZeroTensorIsOne) {

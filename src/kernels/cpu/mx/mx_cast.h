@@ -74,10 +74,10 @@ float nvfp4_tensor_scale_of(float amax);
 // tensor's (the largest, NaN where any is), so that one read gives the per-tensor scale too.
 float nvfp4_tile_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                       float* tile_amax, SimdLevel level = simd_level());
-// The amax of each 1x16 block of a rows x cols source (NaN where the block holds a NaN), into
-// block_amax[rows][ceil(cols / 16)] (kernels/cpu/mx/nvfp4_block_amax.cpp); returns the tensor's
-// (the largest, NaN where any is): one read gives the per-tensor scale and Nvfp4Encoding's
-// block_amax.
+// The amax of each 1x16 block of a rows x cols float32 source (NaN where the block holds a NaN),
+// into block_amax[rows][ceil(cols / 16)] (kernels/cpu/mx/nvfp4_block_amax.cpp); returns the
+// tensor's (the largest, NaN where any is): one read gives the per-tensor scale and
+// Nvfp4Encoding's block_amax.
 float nvfp4_block_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                        float* block_amax, SimdLevel level = simd_level());
 void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols,

@@ -2,9 +2,11 @@
 // magnitude bits (compared as integers, so that NaN, whose bits lie above infinity's, wins) and
 // the tensor's, in one read of the source, in order. The row cast given them
 // (Nvfp4Encoding::block_amax) reads the source once more for its codes instead of taking each
-// block's amax as well. The AVX2 loop takes 16 bfloat16 or 8 float32 blocks' largest at a time by
-// a transposed maximum; the scalar level and a row's short last block take scalar::block_amax.
-// Every level gives the same amax.
+// block's amax as well. Float32 sources only: for a bfloat16 source the pass's writes (a float
+// per 16 elements) cost what the cast saves, so its cast takes the blocks' amax itself
+// (bench/results/2026-12-01-0225-nvfp410.md). The AVX2 loop takes 8 blocks' largest at a time by
+// a transposed maximum; the scalar level and a row's short last block scan. Every level gives
+// the same amax.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -64,47 +66,11 @@ __attribute__((target("avx2,fma,f16c"), always_inline)) inline void store_amax8(
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), m);
 }
 
-// The AVX2 level: `blocks` whole blocks of 16 from src, their amax into out; returns their
-// largest magnitude bits. bfloat16: 16 blocks a step (16 loads and a transposed maximum in
-// 16-bit lanes); float32: 8 (two loads a block); the last 1-15 (1-7) from zero vectors past them.
-__attribute__((target("avx2,fma,f16c"))) uint32_t blocks_avx2(const void* src, DType dtype,
-                                                              int64_t blocks, float* out) {
-  if (dtype == kBFloat16) {
-    const auto* p = static_cast<const uint16_t*>(src);
-    const __m256i magnitude = _mm256_set1_epi16(0x7FFF);
-    __m256i tm = _mm256_setzero_si256();
-    for (int64_t b = 0; b < blocks; b += 16) {
-      const int count = static_cast<int>(std::min<int64_t>(16, blocks - b));
-      __m256i m[16];
-#pragma GCC unroll 16
-      for (int k = 0; k < 16; ++k)
-        m[k] = k < count
-                   ? _mm256_and_si256(
-                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kBlock * (b + k))),
-                         magnitude)
-                   : _mm256_setzero_si256();
-      const __m256i t = avx2_lanes::transposed_max16<16>(m);
-      tm = _mm256_max_epu16(tm, t);
-      // Block k's bits in the high half of 32-bit lane k.
-      const __m256i lo = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(t)), 16);
-      const __m256i hi =
-          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(t, 1)), 16);
-      if (count == 16) {
-        store_amax8(out + b, lo);
-        store_amax8(out + b + 8, hi);
-      } else {
-        alignas(32) float tail[16];
-        store_amax8(tail, lo);
-        store_amax8(tail + 8, hi);
-        std::copy(tail, tail + count, out + b);
-      }
-    }
-    const __m128i h = _mm_max_epu16(_mm256_castsi256_si128(tm), _mm256_extracti128_si256(tm, 1));
-    // The largest of 8 16-bit lanes: the smallest of their complements.
-    const __m128i q = _mm_minpos_epu16(_mm_xor_si128(h, _mm_set1_epi16(-1)));
-    return static_cast<uint32_t>(~_mm_extract_epi16(q, 0) & 0xFFFF) << 16;
-  }
-  const auto* p = static_cast<const float*>(src);
+// The AVX2 level: `blocks` whole blocks of 16 float32 from src, their amax into out; returns
+// their largest magnitude bits. 8 blocks a step (two loads a block and a transposed maximum);
+// the last 1-7 from zero vectors past them.
+__attribute__((target("avx2,fma,f16c"))) uint32_t blocks_avx2(const float* p, int64_t blocks,
+                                                              float* out) {
   const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
   __m256i tm = _mm256_setzero_si256();
   for (int64_t b = 0; b < blocks; b += 8) {
@@ -136,8 +102,9 @@ __attribute__((target("avx2,fma,f16c"))) uint32_t blocks_avx2(const void* src, D
 
 float nvfp4_block_amax(const void* src, DType src_dtype, int64_t rows, int64_t cols,
                        float* block_amax, SimdLevel level) {
-  MANTISSA_CHECK(src_dtype == kFloat32 || src_dtype == kBFloat16, "block-format cast",
-                 "source dtype {} is not float32 or bfloat16", src_dtype.name());
+  MANTISSA_CHECK(src_dtype == kFloat32, "NVFP4 blocks' amax",
+                 "source dtype {} is not float32 (a bfloat16 cast takes its blocks' amax itself)",
+                 src_dtype.name());
   MANTISSA_CHECK(rows >= 0 && cols >= 0, "block-format cast", "shape [{}, {}] has a negative size",
                  rows, cols);
   const bool avx2 = std::min(level, simd_level()) >= SimdLevel::kAvx2;
@@ -159,7 +126,7 @@ float nvfp4_block_amax(const void* src, DType src_dtype, int64_t rows, int64_t c
       continue;
     }
     const int64_t vec = whole ? n : cols / kBlock;  // the blocks of 16 elements
-    uint32_t m = vec > 0 ? blocks_avx2(x, src_dtype, vec, out) : 0u;
+    uint32_t m = vec > 0 ? blocks_avx2(reinterpret_cast<const float*>(x), vec, out) : 0u;
     if (vec < n)
       m = std::max(
           m, blocks_scalar(x + vec * kBlock * item, src_dtype, 1, cols - vec * kBlock, out + vec));
