@@ -28,4 +28,15 @@ namespace mantissa::kernels {
   for (int k = 0; k < 8; ++k) _mm_prefetch(line + 64 * k, _MM_HINT_T0);
 }
 
+// The fetch of all kLines lines of a group kAhead bytes past it into L2 (prefetcht1), not L1:
+// out of the caches one thread's loads then wait on L2 rather than on memory, and the L1 is
+// not filled ahead of the lines the group's cast reads now (the rowwise casts' column and float32
+// row fetches, fp8/rowwise_cast_avx2.cpp, gained the same way).
+template <int kLines, int kAhead>
+[[gnu::always_inline]] inline void fetch_group_lines_to_l2(const void* group) {
+  const char* line = static_cast<const char*>(group) + kAhead;
+#pragma GCC unroll 16
+  for (int k = 0; k < kLines; ++k) _mm_prefetch(line + 64 * k, _MM_HINT_T1);
+}
+
 }  // namespace mantissa::kernels

@@ -1,7 +1,7 @@
 #pragma once
 // What the AVX2 row casts of each element type (mx_rows_fp8_avx2.cpp, mx_rows_e2m1_avx2.cpp)
 // share: the records of a group of eight blocks (record_group, finish_peak), the fetch of a
-// bfloat16 source's group ahead (fetch_group_ahead), and a row segment cast as whole groups by the
+// source's group ahead (fetch_group_ahead), and a row segment cast as whole groups by the
 // element's body and the rest block by block (encode_rows), with its statistics
 // (encode_rows_of); the AVX-512 row bodies take its records too. A file includes it
 // last, after mx_blocks_avx2.h, and common/fetch_page_ahead.h before its ISA pragma.
@@ -32,12 +32,20 @@ inline void record_group(MxStatsRun& run, __m256i amax, const float* mul, __m256
   }
 }
 
-// The bfloat16 source's group at element i fetched whole, 4 KiB ahead
-// (common/fetch_page_ahead.h's fetch_group_lines_ahead); a float32 source takes no fetch.
-template <DType::Id kSrc>
+// The source's group at element i fetched ahead. A bfloat16 group's 8 lines 4 KiB ahead into L1
+// (common/fetch_page_ahead.h's fetch_group_lines_ahead): into L2 8 KiB ahead, its FP8 rows ran at
+// 0.8-0.85 times the speed. A float32 group's 16 lines where its codes are streamed (kStream: the
+// cast outgrows the caches) 8 KiB ahead into L2 (fetch_group_lines_to_l2): out of the caches at
+// one thread its preparation waited on memory; with the fetch the float32 rows' ratio to memcpy
+// rose 0.70-0.78 -> 0.80-0.83 (AVX2 0.71-0.77 -> 0.74-0.80; 16 KiB ahead no better;
+// bench/results/2026-12-01-0245-mxfetch10.md). In the caches (codes not streamed) a float32 group
+// takes no fetch.
+template <DType::Id kSrc, bool kStream>
 [[gnu::always_inline]] inline void fetch_group_ahead(const void* src, int64_t i) {
   if constexpr (kSrc == DType::Id::bf16)
     kernels::fetch_group_lines_ahead(static_cast<const uint16_t*>(src) + i);
+  else if constexpr (kStream)
+    kernels::fetch_group_lines_to_l2<16, 8192>(static_cast<const float*>(src) + i);
 }
 
 // The largest lane of peak (non-negative, no NaN) into run.peak as record_block takes it.

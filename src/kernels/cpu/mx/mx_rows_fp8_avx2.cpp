@@ -156,7 +156,7 @@ int64_t encode_fp8_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
   for (int64_t q = 0; q < groups; ++q) {
     const int64_t i = q * kGroup;
     const Fp8Group& g = ahead[q & 1];
-    fetch_group_ahead<kSrc>(src, i);
+    fetch_group_ahead<kSrc, kStream>(src, i);
     if (q + 1 < groups)
       prepare_fp8<E, R, kSrc, kSat>(src, i + kGroup, scales + (i + kGroup) / kMxBlock, t,
                                     ahead[(q + 1) & 1]);

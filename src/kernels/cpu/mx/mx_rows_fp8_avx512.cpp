@@ -183,7 +183,7 @@ MxStatsRun encode_fp8_rows(const uint16_t* src, int64_t n, uint8_t* codes, uint8
     for (int64_t q = 0; q < groups; ++q) {
       const int64_t i = q * kGroup;
       const Fp8Group512& g = ahead[q & 1];
-      fetch_group_ahead<kSrc>(src, i);
+      fetch_group_ahead<kSrc, false>(src, i);
       if (q + 1 < groups)
         prepare_fp8<E, R, kSat>(src, i + kGroup, scales + (i + kGroup) / kMxBlock, t,
                                 ahead[(q + 1) & 1]);
