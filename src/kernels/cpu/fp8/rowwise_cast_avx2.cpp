@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/common/aligned_vector.h"
 #include "kernels/cpu/common/column_bands.h"
+#include "kernels/cpu/common/fetch_ahead.h"
 #include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "kernels/cpu/fp8/rowwise_cast.h"
@@ -283,7 +284,7 @@ MANTISSA_AVX2 inline int64_t cast_steps64(const T* src, uint8_t* dst, int64_t n,
 // out of the caches (4096 x 4096 float32, one thread) the cast pass took 0.6-0.65 of their CPU
 // time with this fetch (6-24 KiB ahead alike), 0.8-0.95 fetched into L1 (2-8 KiB ahead), and
 // 1.5 times as long fetching every other line only.
-constexpr int64_t kFetchAhead = 8192;
+constexpr int kFetchAhead = 8192;
 
 // The 64-column steps of a row of a bfloat16 or float32 matrix (T), columns [0, wide_cols), under
 // each column's k (magnitudes16's) and normal_from - 1 (nf1), both in bits16's lane order: the
@@ -295,11 +296,7 @@ MANTISSA_AVX2 inline void column_steps64(const T* in, uint8_t* out, int64_t wide
                                          const uint16_t* k, const uint16_t* nf1, bool streamed,
                                          bool fetch, const SlowStep& slow_step) {
   for (int64_t c = 0; c < wide_cols; c += 64) {
-    if (fetch) {
-      const char* ahead = reinterpret_cast<const char*>(in + c) + kFetchAhead;
-      for (int l = 0; l < 64 * static_cast<int>(sizeof(T)); l += 64)
-        _mm_prefetch(ahead + l, _MM_HINT_T1);
-    }
+    if (fetch) fetch_group_lines_to_l2<static_cast<int>(sizeof(T)), kFetchAhead>(in + c);
     // Four named vectors, not arrays: GCC 12 keeps arrays of them on the stack in this loop.
     __m256i below = _mm256_setzero_si256();
     const auto magnitudes_at = [&](const __m256i& h, int64_t j) MANTISSA_AVX2 {

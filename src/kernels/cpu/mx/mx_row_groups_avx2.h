@@ -4,7 +4,7 @@
 // source's group ahead (fetch_group_ahead), and a row segment cast as whole groups by the
 // element's body and the rest block by block (encode_rows), with its statistics
 // (encode_rows_of); the AVX-512 row bodies take its records too. A file includes it
-// last, after mx_blocks_avx2.h, and common/fetch_page_ahead.h before its ISA pragma.
+// last, after mx_blocks_avx2.h, and common/fetch_ahead.h before its ISA pragma.
 
 namespace mantissa::kernels::mx::detail {
 namespace {
@@ -33,7 +33,7 @@ inline void record_group(MxStatsRun& run, __m256i amax, const float* mul, __m256
 }
 
 // The source's group at element i fetched ahead. A bfloat16 group's 8 lines 4 KiB ahead into L1
-// (common/fetch_page_ahead.h's fetch_group_lines_ahead): into L2 8 KiB ahead, its FP8 rows ran at
+// (common/fetch_ahead.h's fetch_group_lines_ahead): into L2 8 KiB ahead, its FP8 rows ran at
 // 0.8-0.85 times the speed. A float32 group's 16 lines where its codes are streamed (kStream: the
 // cast outgrows the caches) 8 KiB ahead into L2 (fetch_group_lines_to_l2): out of the caches at
 // one thread its preparation waited on memory; with the fetch the float32 rows' ratio to memcpy

@@ -17,7 +17,7 @@
 
 #include "mantissa/core/cpu_features.h"
 
-#include "kernels/cpu/common/fetch_page_ahead.h"
+#include "kernels/cpu/common/fetch_ahead.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx2.h"

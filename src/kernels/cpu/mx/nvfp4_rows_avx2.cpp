@@ -192,7 +192,7 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
     unsigned nan;
     if constexpr (kAhead) {
       const int64_t q = b / 8;
-      // The group's 8 lines 4 KiB on (kernels/cpu/common/fetch_page_ahead.h).
+      // The group's 8 lines 4 KiB on (kernels/cpu/common/fetch_ahead.h).
       fetch_group_lines_ahead(x);
       if (q + 1 < groups) prepare(b + 8, ahead[(q + 1) & 1]);
       if constexpr (kSrc == DType::Id::f32) {

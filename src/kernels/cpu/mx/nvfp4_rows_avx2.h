@@ -14,7 +14,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/cpu/common/fetch_page_ahead.h"
+#include "kernels/cpu/common/fetch_ahead.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx2.h"
 #include "kernels/cpu/mx/nvfp4_lanes_avx2.h"

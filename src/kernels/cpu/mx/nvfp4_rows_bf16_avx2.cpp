@@ -578,7 +578,7 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
     };
     prepare16(0, ahead16[0]);
     for (int64_t g = 0; g < groups16; ++g) {
-      // The 8 lines of the group 4 KiB on (kernels/cpu/common/fetch_page_ahead.h): the
+      // The 8 lines of the group 4 KiB on (kernels/cpu/common/fetch_ahead.h): the
       // preparation a group ahead reads 512 bytes on, and none where the amax are given.
       fetch_group_lines_ahead(p + 16 * g * kNvfp4Block);
       if (g + 1 < groups16) prepare16(g + 1, ahead16[(g + 1) & 1]);

@@ -1,25 +1,20 @@
 #pragma once
-// Internal: a row cast's fetch, once a group of blocks, of the source's line 2 KiB past the
-// group. The hardware prefetchers stop at each 4 KiB page, so without it the first lines of every
-// page come on demand (a TLB walk and a memory latency each) to the next group's preparation,
-// which the cast of the group before it then waits on. On 4 KiB pages one fetch a group cut the
-// MX and NVFP4 row casts' CPU time by 15-25 % (bench/results, MX rows and NVFP4 round 6); on the
-// allocator's 2 MiB pages it neither pays nor costs (bench/results 1750). Used by the MX rows
-// (mx/mx_row_groups_avx2.h) and the NVFP4 rows (mx/nvfp4_rows_avx2.h); the bfloat16 groups
-// fetch all their lines further ahead (fetch_group_lines_ahead).
+// Internal: the software fetches of the casts that read a source beyond the caches, for the
+// lines the hardware prefetchers bring too late (they stop at each 4 KiB page, and at one thread
+// a cast's preparation otherwise waits on memory instead of overlapping the work before it).
+// Used by the MX rows (mx/mx_row_groups_avx2.h), the NVFP4 rows (mx/nvfp4_rows_avx2.h,
+// nvfp4_rows_bf16_avx2.cpp) and the rowwise column copy (fp8/rowwise_cast_avx2.cpp). Which fetch,
+// how far and into which cache was measured per cast (bench/results 2026-12-01-0005, 0220, 0225,
+// 0245).
 #include <immintrin.h>
 
 namespace mantissa::kernels {
 
-[[gnu::always_inline]] inline void fetch_page_ahead(const void* group) {
-  _mm_prefetch(static_cast<const char*>(group) + 2048, _MM_HINT_T0);
-}
-
 // The fetch of all 8 lines of a 512-byte group (256 bfloat16 values: eight MX blocks, sixteen
 // NVFP4 blocks) 4 KiB past it, so that every line is asked for about 8 groups (some 0.2 us)
-// before the group's preparation loads it, rather than at the hardware prefetchers' pace or the
-// one line a group of fetch_page_ahead. Out of the caches (16M elements on 2 MiB pages) the MX
-// FP8 rows' AVX2 body ran in 0.82-0.87 of the time it took with fetch_page_ahead and the AVX-512
+// before the group's preparation loads it, rather than at the hardware prefetchers' pace or one
+// line 2 KiB ahead a group. Out of the caches (16M elements on 2 MiB pages) the MX FP8 rows'
+// AVX2 body ran in 0.82-0.87 of the time it took with that one line and the AVX-512
 // body in 0.89-0.99; in the caches 0-2 % slower (bench/results 2026-12-01-0005). A float32
 // group (16 lines) ran 5-30 % slower with it.
 [[gnu::always_inline]] inline void fetch_group_lines_ahead(const void* group) {
