@@ -294,23 +294,6 @@ template <DType::Id kSrc, bool kStats>
   return _mm256_maddubs_epi16(nibbles, t.pair);
 }
 
-// The codes of two blocks' pairs (fp4_pairs) stored as 32 bytes at out, streamed (kStream) past
-// the caches.
-template <DType::Id kSrc, bool kStream>
-[[gnu::always_inline]] inline void store_fp4_pairs(uint8_t* out, __m256i a, __m256i b,
-                                                   const Fp4Table& t) {
-  const __m256i bytes = _mm256_packus_epi16(a, b);
-  // bfloat16: dwords [a 0-7, a 16-23, b 0-7, b 16-23 | a 8-15, ...]; float32: qwords
-  // [a 0-15, b 0-15 | a 16-31, b 16-31] (two elements a byte).
-  const __m256i ordered = kSrc == DType::Id::bf16
-                              ? _mm256_permutevar8x32_epi32(bytes, t.dword_order)
-                              : _mm256_permute4x64_epi64(bytes, 0xD8);
-  if constexpr (kStream)
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(out), ordered);
-  else
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
-}
-
 // The eight blocks of a group from element i (encode_fp4_groups' Body).
 struct Fp4Avx2Body {
   using Table = Fp4Avx2Table;
@@ -322,7 +305,7 @@ struct Fp4Avx2Body {
       const int64_t j = i + b * kMxBlock;
       const __m256i pa = fp4_pairs<kSrc, kStats>(src, j, g.off[b], t, counts);
       const __m256i pb = fp4_pairs<kSrc, kStats>(src, j + kMxBlock, g.off[b + 1], t, counts);
-      store_fp4_pairs<kSrc, kStream>(codes + j / 2, pa, pb, t);
+      store_fp4_pairs<kSrc == DType::Id::bf16, kStream>(codes + j / 2, pa, pb, t);
     }
   }
 };

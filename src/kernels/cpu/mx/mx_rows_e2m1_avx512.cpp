@@ -107,8 +107,7 @@ template <DType::Id kSrc, bool kStats>
   return _mm256_maddubs_epi16(nibbles, t.pair);
 }
 
-// The eight blocks of a group from element i (encode_fp4_groups' Body): two blocks' pairs to
-// 32 bytes, dwords [a 0-7, a 16-23, b 0-7, b 16-23 | a 8-15, ...] put in order.
+// The eight blocks of a group from element i (encode_fp4_groups' Body).
 struct Fp4Avx512Body {
   using Table = Fp4Avx512Table;
   template <DType::Id kSrc, bool kStats, bool kStream>
@@ -119,13 +118,7 @@ struct Fp4Avx512Body {
       const int64_t j = i + b * kMxBlock;
       const __m256i pa = fp4_pairs512<kSrc, kStats>(src, j, g.off[b], t, counts);
       const __m256i pb = fp4_pairs512<kSrc, kStats>(src, j + kMxBlock, g.off[b + 1], t, counts);
-      const __m256i ordered =
-          _mm256_permutevar8x32_epi32(_mm256_packus_epi16(pa, pb), t.dword_order);
-      auto* out = reinterpret_cast<__m256i*>(codes + j / 2);
-      if constexpr (kStream)
-        _mm256_stream_si256(out, ordered);
-      else
-        _mm256_storeu_si256(out, ordered);
+      store_fp4_pairs<true, kStream>(codes + j / 2, pa, pb, t);
     }
   }
 };
