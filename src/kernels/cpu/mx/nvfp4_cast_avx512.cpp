@@ -18,6 +18,7 @@
 #include <limits>
 #include <optional>
 
+#include "kernels/cpu/common/fetch_ahead.h"
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx512.h"
 #include "kernels/cpu/mx/mxfp4_sr.h"
@@ -449,9 +450,8 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
     unsigned nan;
     if constexpr (kAhead) {
       const int64_t q = b / 16;
-      // The source's line 2 KiB ahead, once a group: the first lines of each page
-      // (nvfp4_rows_avx2.h).
-      _mm_prefetch(static_cast<const char*>(x) + 2048, _MM_HINT_T0);
+      // The float32 group's 16 lines 8 KiB on, into L2 (kernels/cpu/common/fetch_ahead.h).
+      fetch_group_lines_to_l2<16, 8192>(x);
       if (q + 1 < groups) prepare(b + 16, ahead[(q + 1) & 1]);
       if constexpr (kSrc == DType::Id::f32) {
         if (ahead[q & 1].to_scalar == 0) {
