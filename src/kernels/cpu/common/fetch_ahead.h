@@ -3,9 +3,9 @@
 // lines the hardware prefetchers bring too late (they stop at each 4 KiB page, and at one thread
 // a cast's preparation otherwise waits on memory instead of overlapping the work before it).
 // Used by the MX rows (mx/mx_row_groups_avx2.h), the NVFP4 rows (mx/nvfp4_rows_avx2.h,
-// nvfp4_rows_bf16_avx2.cpp) and the rowwise column copy (fp8/rowwise_cast_avx2.cpp). Which fetch,
-// how far and into which cache was measured per cast (bench/results 2026-12-01-0005, 0220, 0225,
-// 0245).
+// nvfp4_rows_bf16_avx2.cpp, nvfp4_cast_avx512.cpp) and the rowwise column copy
+// (fp8/rowwise_cast_avx2.cpp). Which fetch, how far and into which cache was measured per cast
+// (bench/results 2026-12-01-0005, 0220, 0225, 0245, 0318).
 #include <immintrin.h>
 
 namespace mantissa::kernels {
