@@ -269,6 +269,26 @@ __attribute__((always_inline)) inline void prepare_group8_bf16(
   g.ok = true;
 }
 
+// kBlocks blocks of 16 from p (a multiple of 4): each block's codes by compares against its row
+// of t (offset[b] bytes into t.row), stored four blocks at a time at codes; with kStats their
+// saturated and flushed counts added into those.
+template <bool kStats, int kBlocks, typename Offset>
+[[gnu::always_inline]] inline void threshold_blocks_bf16(const uint16_t* p, const Offset* offset,
+                                                         const Bf16Thresholds& t, uint8_t* codes,
+                                                         __m256i& saturated, __m256i& flushed) {
+  const char* rows = reinterpret_cast<const char*>(t.row);
+  __m256i bytes[2];
+  Bf16BlockCodes c[2];
+#pragma GCC unroll 16
+  for (int b = 0; b < kBlocks; ++b) {
+    c[b % 2] = bf16_threshold_codes<kStats>(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
+        reinterpret_cast<const int16_t(*)[16]>(rows + offset[b]));
+    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
+    if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
+  }
+}
+
 // encode_group8 of a bfloat16 source rounded to nearest, from its prepared group g (g.ok): each
 // block's codes by compares against its row of t, and with kStats its counts and records.
 template <bool kStats>
@@ -276,17 +296,8 @@ __attribute__((always_inline)) inline void encode_group8_bf16(const uint16_t* p,
                                                               const Bf16Thresholds& t,
                                                               const Nvfp4ScaleCodeThresholds& sc,
                                                               uint8_t* codes, Nvfp4LaneStats8* st) {
-  const char* rows = reinterpret_cast<const char*>(t.row);
-  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, bytes[2];
-  Bf16BlockCodes c[2];
-#pragma GCC unroll 8
-  for (int k = 0; k < 8; ++k) {
-    c[k % 2] = bf16_threshold_codes<kStats>(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * k)),
-        reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[k]));
-    if (k % 2 == 1) bytes[(k / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
-    if (k % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (k - 3), bytes[0], bytes[1]);
-  }
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated;
+  threshold_blocks_bf16<kStats, 8>(p, g.offset, t, codes, saturated, flushed);
   if constexpr (kStats) {
     st->saturated = add_byte_counts(st->saturated, saturated);
     st->flushed = add_byte_counts(st->flushed, flushed);
@@ -470,17 +481,8 @@ template <bool kStats>
                                                        const Nvfp4ScaleCodeThresholds& sc,
                                                        const Bf16Consts16& k, uint8_t* codes,
                                                        Nvfp4LaneStats8* st) {
-  const char* rows = reinterpret_cast<const char*>(t.row);
-  __m256i saturated = _mm256_setzero_si256(), flushed = saturated, bytes[2];
-  Bf16BlockCodes c[2];
-#pragma GCC unroll 16
-  for (int b = 0; b < 16; ++b) {
-    c[b % 2] = bf16_threshold_codes<kStats>(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
-        reinterpret_cast<const int16_t(*)[16]>(rows + g.offset[b]));
-    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
-    if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
-  }
+  __m256i saturated = _mm256_setzero_si256(), flushed = saturated;
+  threshold_blocks_bf16<kStats, 16>(p, g.offset, t, codes, saturated, flushed);
   group16_records<kStats>(g, sc, k, saturated, flushed, st);
 }
 
