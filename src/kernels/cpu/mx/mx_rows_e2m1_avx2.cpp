@@ -294,19 +294,16 @@ template <DType::Id kSrc, bool kStats>
   return _mm256_maddubs_epi16(nibbles, t.pair);
 }
 
-// The eight blocks of a group from element i (encode_fp4_groups' Body).
+// The level's pairs for encode_fp4_groups (fp4_group_blocks): a bfloat16 source's pairs come as
+// dwords, a float32 source's as qwords.
 struct Fp4Avx2Body {
   using Table = Fp4Avx2Table;
-  template <DType::Id kSrc, bool kStats, bool kStream>
-  [[gnu::always_inline]] static void blocks(const void* src, int64_t i, const Fp4Group& g,
-                                            const Table& t, Fp4Counts& counts, uint8_t* codes) {
-#pragma GCC unroll 4
-    for (int b = 0; b < 8; b += 2) {
-      const int64_t j = i + b * kMxBlock;
-      const __m256i pa = fp4_pairs<kSrc, kStats>(src, j, g.off[b], t, counts);
-      const __m256i pb = fp4_pairs<kSrc, kStats>(src, j + kMxBlock, g.off[b + 1], t, counts);
-      store_fp4_pairs<kSrc == DType::Id::bf16, kStream>(codes + j / 2, pa, pb, t);
-    }
+  template <DType::Id kSrc>
+  static constexpr bool kDwords = kSrc == DType::Id::bf16;
+  template <DType::Id kSrc, bool kStats>
+  [[gnu::always_inline]] static __m256i pairs(const void* src, int64_t j, int32_t off_bits,
+                                              const Table& t, Fp4Counts& counts) {
+    return fp4_pairs<kSrc, kStats>(src, j, off_bits, t, counts);
   }
 };
 

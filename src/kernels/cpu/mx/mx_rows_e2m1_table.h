@@ -148,9 +148,27 @@ struct Fp4Counts {
   [[gnu::always_inline]] void clear() { sat = flushed = _mm256_setzero_si256(); }
 };
 
+// The eight blocks of a group from element i, two at a time: Body::pairs gives a block's code
+// pairs (32 elements from j, its offset off_bits), which store_fp4_pairs puts in element order
+// (as dwords where Body::kDwords<kSrc>).
+template <class Body, DType::Id kSrc, bool kStats, bool kStream>
+[[gnu::always_inline]] inline void fp4_group_blocks(const void* src, int64_t i, const Fp4Group& g,
+                                                    const typename Body::Table& t,
+                                                    Fp4Counts& counts, uint8_t* codes) {
+#pragma GCC unroll 4
+  for (int b = 0; b < 8; b += 2) {
+    const int64_t j = i + b * kMxBlock;
+    const __m256i pa = Body::template pairs<kSrc, kStats>(src, j, g.off[b], t, counts);
+    const __m256i pb =
+        Body::template pairs<kSrc, kStats>(src, j + kMxBlock, g.off[b + 1], t, counts);
+    store_fp4_pairs<Body::template kDwords<kSrc>, kStream>(codes + j / 2, pa, pb, t);
+  }
+}
+
 // The E2M1 floor row cast of whole groups of eight blocks (the table's), each group's amax,
 // scales and offsets taken while the group before it is encoded, its eight blocks cast by
-// Body::blocks (the level's index, lookup and pairs; Body::Table its constants); a group with a
+// fp4_group_blocks on Body::pairs (the level's index, lookup and pairs; Body::Table its
+// constants); a group with a
 // block the table does not take goes block by block through encode_block. With kStats the
 // statistics as mx_run_stats counts them: the table's blocks' saturated and flushed elements
 // counted in Fp4Counts' bytes, the records of a group at once where no amax is NaN. Returns the
@@ -183,7 +201,7 @@ int64_t encode_fp4_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
     if (q + 1 < groups)
       prepare_fp4<kSrc>(src, i + kGroup, scales + (i + kGroup) / kMxBlock, t, ahead[(q + 1) & 1]);
     if (g.slow == 0) {
-      Body::template blocks<kSrc, kStats, kStream>(src, i, g, t, counts, codes);
+      fp4_group_blocks<Body, kSrc, kStats, kStream>(src, i, g, t, counts, codes);
       if constexpr (kStats) record_group(st->run, g.amax, g.mul, peak);
     } else {
       const bool nan = kStats && _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(
