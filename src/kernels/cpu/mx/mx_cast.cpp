@@ -193,6 +193,10 @@ using namespace scalar;
 constexpr const char* kWhere = "block-format cast";
 // Elements per work item: a multiple of both block sizes, long enough to amortise a call.
 constexpr int64_t kSegment = 8192;
+// The MX row casts' (mx_quantize's) work item: a row body builds its constants and prepares its
+// first group once a call, which segments of 64 Ki elements amortise better (also a multiple of
+// the row bodies' groups of 8 blocks).
+constexpr int64_t kMxRowSegment = 65536;
 // Below this many elements one thread does the whole cast.
 constexpr int64_t kParallelFrom = 1 << 16;
 
@@ -211,20 +215,22 @@ const void* at(const void* p, DType dtype, int64_t i) {
 
 int64_t blocks_of(int64_t n, int64_t block) { return (n + block - 1) / block; }
 
-// Runs fn(row, begin, len) over every segment of every row, on threads when the cast is long.
-// With `stats`, fn returns the segment's MxStatsRun and the runs are appended in row-major order.
+// Runs fn(row, begin, len) over every segment (`segment` elements) of every row, on threads when
+// the cast is long. With `stats`, fn returns the segment's MxStatsRun and the runs are appended
+// in row-major order.
 template <typename Fn>
-void for_each_segment(int64_t rows, int64_t cols, Fn&& fn, MxCastStats* stats = nullptr) {
-  const int64_t per_row = blocks_of(cols, kSegment);
+void for_each_segment(int64_t rows, int64_t cols, Fn&& fn, MxCastStats* stats = nullptr,
+                      int64_t segment = kSegment) {
+  const int64_t per_row = blocks_of(cols, segment);
   const int64_t items = rows * per_row;
   std::vector<MxStatsRun> runs(stats ? static_cast<size_t>(items) : 0);
 #pragma omp parallel for schedule(static) if (items > 1 && rows * cols >= kParallelFrom)
   for (int64_t item = 0; item < items; ++item) {
-    const int64_t r = item / per_row, begin = (item % per_row) * kSegment;
+    const int64_t r = item / per_row, begin = (item % per_row) * segment;
     if constexpr (std::is_void_v<decltype(fn(r, begin, int64_t{0}))>) {
-      fn(r, begin, std::min(kSegment, cols - begin));
+      fn(r, begin, std::min(segment, cols - begin));
     } else {
-      const MxStatsRun run = fn(r, begin, std::min(kSegment, cols - begin));
+      const MxStatsRun run = fn(r, begin, std::min(segment, cols - begin));
       if (stats) runs[item] = run;
     }
   }
@@ -270,7 +276,7 @@ void mx_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols, E
         return encode_segment(k, x, src_dtype, len, element, rounding, c, s, stats != nullptr,
                               stream);
       },
-      stats);
+      stats, kMxRowSegment);
 }
 
 void mx_quantize_columns(const void* src, DType src_dtype, int64_t rows, int64_t cols,
