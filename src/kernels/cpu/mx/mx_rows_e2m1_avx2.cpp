@@ -224,13 +224,13 @@ int64_t encode_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scale
 // Its lookup's constants: the codes of b = 0..15 and 16..31 in each 128-bit half (two pshufb).
 struct Fp4Avx2Table : Fp4Table {
   __m256i low, high;
-  __m256i top;  // 0x80: the low table's index b + 0x70 from max(b - 16, -16)
+  __m256i sixteen;  // the low table's index b from b - 16
   Fp4Avx2Table()
       : low(_mm256_setr_epi8(0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5, 0, 1, 1, 1, 1, 1, 1, 2,
                              2, 2, 3, 3, 4, 4, 5, 5)),
         high(_mm256_setr_epi8(6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 7, 7, 7, 7, 7,
                               7, 7, 7, 7, 7, 7, 7, 7, 7)),
-        top(_mm256_set1_epi8(static_cast<char>(0x80))) {}
+        sixteen(_mm256_set1_epi8(16)) {}
 };
 
 // The index b - 16 of 32 elements' magnitudes (the source's element order within 128-bit
@@ -276,9 +276,12 @@ template <DType::Id kSrc, bool kStats>
     sat = _mm256_cmpgt_epi8(_mm256_packs_epi16(t0, t1), t.sat16);
     zero = _mm256_packs_epi16(a0, a1);
   }
-  const __m256i codes = _mm256_or_si256(
-      _mm256_shuffle_epi8(t.high, q),
-      _mm256_shuffle_epi8(t.low, _mm256_xor_si256(_mm256_max_epi8(q, t.floor16), t.top)));
+  // b - 16 = q (-128 where the pack saturates, up to 4): the high table's code where q >= 0 (0
+  // where q's sign is set); the low table's at b = q + 16 where that lies in 0..15 (0 below,
+  // where b's sign is set), and at b - 16 = 0..4 (codes 0, 1) below the high table's (6, 7)
+  // where b >= 16. The larger of the two is b's code.
+  const __m256i codes = _mm256_max_epu8(_mm256_shuffle_epi8(t.high, q),
+                                        _mm256_shuffle_epi8(t.low, _mm256_add_epi8(q, t.sixteen)));
   if constexpr (kStats) {
     // Index 0 (b - 16 below -15) and x nonzero: the index's mask, 0 where |x|'s byte is.
     n.flushed =
