@@ -52,7 +52,6 @@ struct Fp4Lanes {
 // read from memory (GCC would otherwise rebuild each broadcast in registers every group). A body
 // adds its lookup's own (its Table derives from this).
 struct Fp4Table {
-  __m256i floor16;        // -16: the lowest index b - 16 a lookup reads
   __m256i eight;          // the sign's bit of a code
   __m256i first_flushed;  // -15: b - 16 below it is index 0
   __m256i sat16;          // 95 (3 steps less 1) in bytes
@@ -63,8 +62,7 @@ struct Fp4Table {
   // The groups' (32-bit lanes): 2 (emax of E2M1), 4, 5, 255, 254, one, inf's bits, 2^126's.
   __m256i two, four, five, c255, c254, inf, scale0_mul;
   Fp4Table()
-      : floor16(_mm256_set1_epi8(-16)),
-        eight(_mm256_set1_epi8(8)),
+      : eight(_mm256_set1_epi8(8)),
         first_flushed(_mm256_set1_epi8(-15)),
         sat16(_mm256_set1_epi8((3 << Fp4Lanes::kShift) - 1)),
         pair(_mm256_set1_epi16(0x1001)),
@@ -141,11 +139,15 @@ template <DType::Id kSrc>
                      _mm256_sub_epi32(_mm256_slli_epi32(steps, Fp4Lanes::kShift), t.one32));
 }
 
-// The statistics' lanes of the table's blocks: saturated and flushed elements, counts in bytes,
-// moved out at least every 128 blocks.
+// The statistics of the table's blocks: saturated and flushed elements, counts in bytes (moved
+// out at least every 128 blocks), or (a body that counts compare masks) in sat_n and flushed_n.
 struct Fp4Counts {
   __m256i sat, flushed;
-  [[gnu::always_inline]] void clear() { sat = flushed = _mm256_setzero_si256(); }
+  int64_t sat_n, flushed_n;
+  [[gnu::always_inline]] void clear() {
+    sat = flushed = _mm256_setzero_si256();
+    sat_n = flushed_n = 0;
+  }
 };
 
 // The eight blocks of a group from element i, two at a time: Body::pairs gives a block's code
@@ -190,6 +192,8 @@ int64_t encode_fp4_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
     // Four 64-bit sums of bytes below 2^31: lane_sum's high halves are 0.
     st->run.saturated += lane_sum(_mm256_sad_epu8(counts.sat, _mm256_setzero_si256()));
     st->run.flushed += lane_sum(_mm256_sad_epu8(counts.flushed, _mm256_setzero_si256()));
+    st->run.saturated += counts.sat_n;
+    st->run.flushed += counts.flushed_n;
     counts.clear();
   };
   Fp4Group ahead[2];
