@@ -93,7 +93,7 @@ const MxKernels kAvx512Kernels = {.encode = mx_encode,
                                   .amax = avx512::amax,
                                   .nvfp4_encode_stats = avx512::nvfp4_encode_stats,
                                   .mxfp4_encode_sr = avx512::mxfp4_encode_sr,
-                                  .encode_column_band = avx2::encode_column_band};
+                                  .encode_column_band = avx512::encode_column_band};
 
 }  // namespace mantissa::kernels::mx::detail
 
