@@ -306,10 +306,8 @@ namespace {
 // lanes of 16-bit magnitude bits, its casts cast_tile's.
 struct Bf16Groups {
   using Src = uint16_t;
-  struct Block {
-    Lanes lanes;
-    bool nan;
-  };
+  using Lanes = detail::Lanes;
+  static constexpr uint32_t kInfBits = 0x7F80;
   [[gnu::always_inline]] static __m256i fold(const uint16_t* s, __m256i top) {
     const __m256i abs = _mm256_set1_epi16(0x7FFF);
     __m256i b1 = _mm256_setzero_si256();
@@ -321,23 +319,17 @@ struct Bf16Groups {
     }
     return _mm256_max_epi16(top, b1);
   }
-  [[gnu::always_inline]] static Block scale(__m256i top, float for_inf, bool power_2, float epsilon,
-                                            float* scale_inv, float& amax_max, double& top_max) {
+  [[gnu::always_inline]] static uint32_t top_bits(__m256i top) {
     const __m128i m = _mm_max_epi16(_mm256_castsi256_si128(top), _mm256_extracti128_si256(top, 1));
     const __m128i low = _mm_minpos_epu16(_mm_xor_si128(m, _mm_set1_epi32(-1)));
-    const auto bits = static_cast<uint16_t>(~_mm_cvtsi128_si32(low));
-    if (bits > 0x7F80) return {Lanes{}, true};  // found again, each NaN passed over: nan_block
-    const float amax = bf16_bits_to_float(bits);
-    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-    *scale_inv = block_scale_inverse(scale);
-    amax_max = std::max(amax_max, amax);
-    fold_top(amax, scale, top_max);
-    return {lanes_of(amax, scale), false};
+    return static_cast<uint16_t>(~_mm_cvtsi128_si32(low));
   }
+  static float amax_of(uint32_t bits) { return bf16_bits_to_float(static_cast<uint16_t>(bits)); }
+  static Lanes lanes_of(float amax, float scale) { return detail::lanes_of(amax, scale); }
   template <bool kStream>
-  [[gnu::always_inline]] static void cast(const uint16_t* p, uint8_t* d, const Block& b,
+  [[gnu::always_inline]] static void cast(const uint16_t* p, uint8_t* d, const Lanes& l,
                                           LaneCounts& counts) {
-    cast_tile<kStream>(p, d, false, b.lanes, counts);
+    cast_tile<kStream>(p, d, false, l, counts);
   }
   // Each row's amax with the NaN passed over, then the casts, a row holding a NaN through
   // float32 lanes.
@@ -351,11 +343,8 @@ struct Bf16Groups {
       nan[r] = bits > 0x7F80;
       amax = std::max(amax, bf16_bits_to_float(nan[r] ? max_magnitude_128(src + r * ld) : bits));
     }
-    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-    *scale_inv = block_scale_inverse(scale);
-    amax_max = std::max(amax_max, amax);
-    fold_top(amax, scale, top_max);
-    const Lanes lanes = lanes_of(amax, scale);
+    const Lanes lanes = groups::block_lanes<Bf16Groups>(amax, for_inf, power_2, epsilon, scale_inv,
+                                                        amax_max, top_max);
     for (int64_t r = 0; r < rows; ++r)
       cast_tile(src + r * ld, dst + r * ldd, nan[r], lanes, counts);
   }

@@ -231,28 +231,18 @@ namespace {
 // of 32-bit magnitude bits, its casts cast_128's.
 struct F32Groups {
   using Src = float;
-  struct Block {
-    Lanes lanes;
-    bool nan;
-  };
+  using Lanes = detail::Lanes;
+  static constexpr uint32_t kInfBits = 0x7F800000u;
   [[gnu::always_inline]] static __m256i fold(const float* p, __m256i top) {
     return max_bits_lanes_128(p, top);
   }
-  [[gnu::always_inline]] static Block scale(__m256i top, float for_inf, bool power_2, float epsilon,
-                                            float* scale_inv, float& amax_max, double& top_max) {
-    const uint32_t bits = lanes_max(top);
-    if (bits > kInfBits) return {Lanes{}, true};  // found again, each NaN passed over: nan_block
-    const float amax = std::bit_cast<float>(bits);
-    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-    *scale_inv = block_scale_inverse(scale);
-    amax_max = std::max(amax_max, amax);
-    fold_top(amax, scale, top_max);
-    return {lanes_of(amax, scale), false};
-  }
+  [[gnu::always_inline]] static uint32_t top_bits(__m256i top) { return lanes_max(top); }
+  static float amax_of(uint32_t bits) { return std::bit_cast<float>(bits); }
+  static Lanes lanes_of(float amax, float scale) { return detail::lanes_of(amax, scale); }
   template <bool kStream>
-  [[gnu::always_inline]] static void cast(const float* p, uint8_t* d, const Block& b,
+  [[gnu::always_inline]] static void cast(const float* p, uint8_t* d, const Lanes& l,
                                           LaneCounts& counts) {
-    cast_128<kStream>(p, d, false, b.lanes, counts);
+    cast_128<kStream>(p, d, false, l, counts);
   }
   // Each row's amax with the NaN passed over, then the casts through float32 lanes.
   static void nan_block(const float* src, int64_t ld, int64_t rows, uint8_t* dst, int64_t ldd,
@@ -261,11 +251,8 @@ struct F32Groups {
     uint32_t bits = 0;
     for (int64_t r = 0; r < rows; ++r) bits = std::max(bits, max_magnitude_128(src + r * ld));
     const float amax = std::bit_cast<float>(bits);
-    const float scale = block_scale(amax, kE4m3Max, for_inf, power_2, epsilon);
-    *scale_inv = block_scale_inverse(scale);
-    amax_max = std::max(amax_max, amax);
-    fold_top(amax, scale, top_max);
-    const Lanes l = lanes_of(amax, scale);
+    const Lanes l = groups::block_lanes<F32Groups>(amax, for_inf, power_2, epsilon, scale_inv,
+                                                   amax_max, top_max);
     for (int64_t r = 0; r < rows; ++r) cast_128(src + r * ld, dst + r * ldd, true, l, counts);
   }
 };

@@ -19,14 +19,15 @@
 //
 // What L gives:
 //   Src                the source's element
-//   Block              a block's constants for its casts (its scale's lanes), and whether it
-//                      holds a NaN (nan)
+//   Lanes              a block's constants for its casts (its scale's lanes)
+//   kInfBits           infinity's magnitude bits (a NaN's lie above)
 //   fold(p, top)       top with the magnitude bits of 128 values at p folded in (a lane-wise
 //                      maximum; a NaN's bits lie above infinity's)
-//   scale(top, for_inf, power_2, epsilon, scale_inv, amax_max, top_max) -> Block
-//                      a block's scale from its folded bits: scale_inv written, its amax and
-//                      amax * scale into the running maxima; nothing of a block holding a NaN
-//   cast<kStream>(p, d, block, counts)
+//   top_bits(top)      the largest of top's lanes
+//   amax_of(bits)      the float of magnitude bits
+//   lanes_of(amax, scale) -> Lanes
+//                      the constants of a block's casts under its scale
+//   cast<kStream>(p, d, lanes, counts)
 //                      the codes of 128 values at p into d, the saturated and flushed counted;
 //                      the common codes written with streaming stores where kStream (d 32-byte
 //                      aligned), the rare ones with ordinary stores
@@ -45,6 +46,38 @@
 #include "mantissa/core/float8.h"
 
 namespace mantissa::kernels::fp8::detail::groups {
+
+// A block's scale from its amax: scale_inv written, its amax and amax * scale into the running
+// maxima; the constants of its casts.
+template <class L>
+[[gnu::always_inline]] inline typename L::Lanes block_lanes(float amax, float for_inf, bool power_2,
+                                                            float epsilon, float* scale_inv,
+                                                            float& amax_max, double& top_max) {
+  const float scale = block_scale(amax, Float8E4M3::kMax, for_inf, power_2, epsilon);
+  *scale_inv = block_scale_inverse(scale);
+  amax_max = std::max(amax_max, amax);
+  fold_top(amax, scale, top_max);
+  return L::lanes_of(amax, scale);
+}
+
+// A block's constants for its casts, and whether it holds a NaN (then nothing else is set).
+template <class L>
+struct Block {
+  typename L::Lanes lanes;
+  bool nan;
+};
+
+// A block's scale from its folded bits (block_lanes); nothing of a block holding a NaN, which
+// nan_block finds again with each NaN passed over.
+template <class L>
+[[gnu::always_inline]] inline Block<L> block_of(__m256i top, float for_inf, bool power_2,
+                                                float epsilon, float* scale_inv, float& amax_max,
+                                                double& top_max) {
+  const uint32_t bits = L::top_bits(top);
+  if (bits > L::kInfBits) return {typename L::Lanes{}, true};
+  return {block_lanes<L>(L::amax_of(bits), for_inf, power_2, epsilon, scale_inv, amax_max, top_max),
+          false};
+}
 
 template <class L, bool kStream>
 inline void block_groups(const BlockGroup* groups, int64_t n, int64_t ld, int64_t ldd,
@@ -66,12 +99,13 @@ inline void block_groups(const BlockGroup* groups, int64_t n, int64_t ld, int64_
   LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
   float amax_max = st.amax;
   double top_max = 0.0;
-  typename L::Block blocks[kMaxCount];
+  Block<L> blocks[kMaxCount];
   for (int64_t i = 0; i < n; ++i) {
     const BlockGroup& g = groups[i];
     const Src* s = src_of(g);
     for (int64_t j = 0; j < g.count; ++j)
-      blocks[j] = L::scale(top[j], for_inf, power_2, epsilon, g.scale_inv + j, amax_max, top_max);
+      blocks[j] =
+          block_of<L>(top[j], for_inf, power_2, epsilon, g.scale_inv + j, amax_max, top_max);
     const BlockGroup* next = i + 1 < n ? &groups[i + 1] : nullptr;
     const int64_t next_rows = next != nullptr ? next->rows : 0;
     const int64_t next_count = next != nullptr ? next->count : 0;
@@ -86,13 +120,15 @@ inline void block_groups(const BlockGroup* groups, int64_t n, int64_t ld, int64_
       for (int64_t j = 0; j < both; ++j) {
         top_next[j] = L::fold(next_row + j * kBlockLen, top_next[j]);
         if (!blocks[j].nan)
-          L::template cast<kStream>(row + j * kBlockLen, d + j * kBlockLen, blocks[j], counts);
+          L::template cast<kStream>(row + j * kBlockLen, d + j * kBlockLen, blocks[j].lanes,
+                                    counts);
       }
       for (int64_t j = both; j < folds; ++j)
         top_next[j] = L::fold(next_row + j * kBlockLen, top_next[j]);
       for (int64_t j = both; j < casts; ++j)
         if (!blocks[j].nan)
-          L::template cast<kStream>(row + j * kBlockLen, d + j * kBlockLen, blocks[j], counts);
+          L::template cast<kStream>(row + j * kBlockLen, d + j * kBlockLen, blocks[j].lanes,
+                                    counts);
     }
     for (int64_t j = 0; j < g.count; ++j)
       if (blocks[j].nan)
