@@ -329,6 +329,11 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
   // starts on a 32-byte boundary.
   const bool stream = rows * cols >= kStreamCodesFrom &&
                       (reinterpret_cast<uintptr_t>(codes) | static_cast<uintptr_t>(cols)) % 32 == 0;
+  // bfloat16's rows under power-of-2 scales (the recipe's default, whose rows take the 16-bit
+  // lanes) in 512-bit lanes where the level and VBMI allow; under other scales every row would
+  // leave them for the AVX2 body's float32 lanes.
+  const bool avx512_vbmi =
+      power_2 && std::min(level, simd_level()) >= SimdLevel::kAvx512 && cpu_features().avx512_vbmi;
   if (fast_blocks > 0) {
 #pragma omp parallel reduction(max : amax, peak) reduction(+ : saturated, flushed) if (rows * cols > (1 << 15))
     {
@@ -352,8 +357,8 @@ BlockCastStats quantize_128x128(const void* src, DType src_dtype, int64_t rows, 
         detail::block_groups_f32_e4m3_avx2(share.data(), n, ld, cols, for_inf, power_2, epsilon,
                                            stream, st);
       else
-        detail::block_groups_bf16_e4m3_avx2(share.data(), n, ld, cols, for_inf, power_2, epsilon,
-                                            stream, st);
+        (avx512_vbmi ? detail::block_groups_bf16_e4m3_avx512 : detail::block_groups_bf16_e4m3_avx2)(
+            share.data(), n, ld, cols, for_inf, power_2, epsilon, stream, st);
       amax = std::max(amax, st.amax);
       peak = std::max(peak, st.peak);
       saturated += st.saturated;

@@ -124,6 +124,21 @@ struct BlockGroup {
 void block_groups_bf16_e4m3_avx2(const BlockGroup* groups, int64_t n, int64_t ld, int64_t ldd,
                                  float for_inf, bool power_2, float epsilon, bool stream,
                                  BlockCastStats& st);
+// block_groups_bf16_e4m3_avx2 on AVX-512 with VBMI (fp8_block_groups_avx512.cpp), with the same
+// arguments and results: the common rows' codes in 512-bit lanes, the rare ones and the blocks
+// holding a NaN through the AVX2 body (the two below).
+void block_groups_bf16_e4m3_avx512(const BlockGroup* groups, int64_t n, int64_t ld, int64_t ldd,
+                                   float for_inf, bool power_2, float epsilon, bool stream,
+                                   BlockCastStats& st);
+// The AVX2 group walk's cast of 128 bfloat16 values at s into d under the scale of a block whose
+// amax is `amax` (no NaN among them), and its walk of a block holding a NaN (its amax with each
+// NaN passed over, its scale into scale_inv and the running maxima, its codes), the counts
+// added to st.
+void tile_bf16_e4m3_avx2(const uint16_t* s, uint8_t* d, float amax, float scale,
+                         BlockCastStats& st);
+void nan_block_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, uint8_t* dst,
+                              int64_t ldd, float* scale_inv, float for_inf, bool power_2,
+                              float epsilon, float& amax_max, double& top_max, BlockCastStats& st);
 // The float32 counterparts of block_tiles_bf16_e4m3_avx2 and block_groups_bf16_e4m3_avx2
 // (fp8_block_f32_avx2.cpp), with the same arguments.
 void block_tiles_f32_e4m3_avx2(const float* src, int64_t src_step, int64_t count, uint8_t* dst,

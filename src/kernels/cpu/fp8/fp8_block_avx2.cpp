@@ -306,6 +306,8 @@ namespace {
 // lanes of 16-bit magnitude bits, its casts cast_tile's.
 struct Bf16Groups {
   using Src = uint16_t;
+  using Top = __m256i;
+  using Counts = LaneCounts;
   using Lanes = detail::Lanes;
   static constexpr uint32_t kInfBits = 0x7F80;
   [[gnu::always_inline]] static __m256i fold(const uint16_t* s, __m256i top) {
@@ -351,6 +353,22 @@ struct Bf16Groups {
 };
 
 }  // namespace
+
+void tile_bf16_e4m3_avx2(const uint16_t* s, uint8_t* d, float amax, float scale,
+                         BlockCastStats& st) {
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  cast_tile(s, d, false, lanes_of(amax, scale), counts);
+  groups::add_counts(counts, st);
+}
+
+void nan_block_bf16_e4m3_avx2(const uint16_t* src, int64_t ld, int64_t rows, uint8_t* dst,
+                              int64_t ldd, float* scale_inv, float for_inf, bool power_2,
+                              float epsilon, float& amax_max, double& top_max, BlockCastStats& st) {
+  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  Bf16Groups::nan_block(src, ld, rows, dst, ldd, scale_inv, for_inf, power_2, epsilon, amax_max,
+                        top_max, counts);
+  groups::add_counts(counts, st);
+}
 
 void block_groups_bf16_e4m3_avx2(const BlockGroup* groups, int64_t n, int64_t ld, int64_t ldd,
                                  float for_inf, bool power_2, float epsilon, bool stream,

@@ -231,6 +231,8 @@ namespace {
 // of 32-bit magnitude bits, its casts cast_128's.
 struct F32Groups {
   using Src = float;
+  using Top = __m256i;
+  using Counts = LaneCounts;
   using Lanes = detail::Lanes;
   static constexpr uint32_t kInfBits = 0x7F800000u;
   [[gnu::always_inline]] static __m256i fold(const float* p, __m256i top) {

@@ -1,9 +1,9 @@
 #pragma once
-// Internal: the block recipe's 128x128 group walk (fp8_block.h, detail::block_groups_*_e4m3_avx2),
-// one walk for bfloat16 and float32 sources over lane traits L that the source's AVX2 file defines
-// (fp8_block_avx2.cpp, fp8_block_f32_avx2.cpp). A file includes this header after its
-// `#pragma GCC target`, so that the walk takes its target; L lives in the file's unnamed
-// namespace, so each instantiation is the file's own.
+// Internal: the block recipe's 128x128 group walk (fp8_block.h, detail::block_groups_*_e4m3_*),
+// one walk for bfloat16 and float32 sources over lane traits L that the source's and level's file
+// defines (fp8_block_avx2.cpp, fp8_block_f32_avx2.cpp, fp8_block_groups_avx512.cpp). A file
+// includes this header after its `#pragma GCC target`, so that the walk takes its target; L lives
+// in the file's unnamed namespace, so each instantiation is the file's own.
 //
 // A block's codes need its amax, so each group of blocks is read twice: a pass over its rows in
 // memory order for the blocks' maxima, then the casts. The walk runs the second pass of a group
@@ -19,6 +19,8 @@
 //
 // What L gives:
 //   Src                the source's element
+//   Top, Counts        the folded bits of a block (a vector); the casts' saturated and flushed
+//                      counts (LaneCounts or BlockCastStats, zero when value-initialized)
 //   Lanes              a block's constants for its casts (its scale's lanes)
 //   kInfBits           infinity's magnitude bits (a NaN's lie above)
 //   fold(p, top)       top with the magnitude bits of 128 values at p folded in (a lane-wise
@@ -47,6 +49,16 @@
 
 namespace mantissa::kernels::fp8::detail::groups {
 
+// The casts' counts into st.
+inline void add_counts(const LaneCounts& counts, BlockCastStats& st) {
+  st.saturated += lane_sum(counts.saturated);
+  st.flushed += lane_sum(counts.flushed);
+}
+inline void add_counts(const BlockCastStats& counts, BlockCastStats& st) {
+  st.saturated += counts.saturated;
+  st.flushed += counts.flushed;
+}
+
 // A block's scale from its amax: scale_inv written, its amax and amax * scale into the running
 // maxima; the constants of its casts.
 template <class L>
@@ -70,9 +82,9 @@ struct Block {
 // A block's scale from its folded bits (block_lanes); nothing of a block holding a NaN, which
 // nan_block finds again with each NaN passed over.
 template <class L>
-[[gnu::always_inline]] inline Block<L> block_of(__m256i top, float for_inf, bool power_2,
-                                                float epsilon, float* scale_inv, float& amax_max,
-                                                double& top_max) {
+[[gnu::always_inline]] inline Block<L> block_of(const typename L::Top& top, float for_inf,
+                                                bool power_2, float epsilon, float* scale_inv,
+                                                float& amax_max, double& top_max) {
   const uint32_t bits = L::top_bits(top);
   if (bits > L::kInfBits) return {typename L::Lanes{}, true};
   return {block_lanes<L>(L::amax_of(bits), for_inf, power_2, epsilon, scale_inv, amax_max, top_max),
@@ -85,18 +97,19 @@ inline void block_groups(const BlockGroup* groups, int64_t n, int64_t ld, int64_
   using Src = typename L::Src;
   constexpr int64_t kMaxCount = kBlockGroupBytes / (sizeof(Src) * kBlockLen);
   // The folded bits of the group being cast and of the group after it.
-  __m256i top_a[kMaxCount], top_b[kMaxCount];
-  __m256i* top = top_a;
-  __m256i* top_next = top_b;
+  using Top = typename L::Top;
+  Top top_a[kMaxCount], top_b[kMaxCount];
+  Top* top = top_a;
+  Top* top_next = top_b;
   const auto src_of = [](const BlockGroup& g) { return static_cast<const Src*>(g.src); };
   if (n > 0) {
     const Src* s = src_of(groups[0]);
-    for (int64_t j = 0; j < groups[0].count; ++j) top[j] = _mm256_setzero_si256();
+    for (int64_t j = 0; j < groups[0].count; ++j) top[j] = Top{};
     for (int64_t r = 0; r < groups[0].rows; ++r)
       for (int64_t j = 0; j < groups[0].count; ++j)
         top[j] = L::fold(s + r * ld + j * kBlockLen, top[j]);
   }
-  LaneCounts counts{_mm256_setzero_si256(), _mm256_setzero_si256()};
+  typename L::Counts counts{};
   float amax_max = st.amax;
   double top_max = 0.0;
   Block<L> blocks[kMaxCount];
@@ -109,7 +122,7 @@ inline void block_groups(const BlockGroup* groups, int64_t n, int64_t ld, int64_
     const BlockGroup* next = i + 1 < n ? &groups[i + 1] : nullptr;
     const int64_t next_rows = next != nullptr ? next->rows : 0;
     const int64_t next_count = next != nullptr ? next->count : 0;
-    for (int64_t j = 0; j < next_count; ++j) top_next[j] = _mm256_setzero_si256();
+    for (int64_t j = 0; j < next_count; ++j) top_next[j] = Top{};
     for (int64_t r = 0; r < std::max(g.rows, next_rows); ++r) {
       const int64_t folds = r < next_rows ? next_count : 0;
       const int64_t casts = r < g.rows ? g.count : 0;
@@ -138,8 +151,7 @@ inline void block_groups(const BlockGroup* groups, int64_t n, int64_t ld, int64_
   }
   st.amax = amax_max;
   st.peak = std::max(st.peak, top_max / Float8E4M3::kMax);
-  st.saturated += lane_sum(counts.saturated);
-  st.flushed += lane_sum(counts.flushed);
+  add_counts(counts, st);
 }
 
 // block_groups with streaming stores where `stream` (dst and ldd multiples of 32).
