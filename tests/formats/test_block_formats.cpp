@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/cpu/mx/mx_cast.h"
+#include "kernels/cpu/mx/mx_scalar.h"
 #include "kernels/cpu/mx/philox.h"
 #include "mantissa/core/error.h"
 #include "mantissa/formats/block_formats.h"
@@ -818,81 +819,122 @@ TEST(BlockFormats, StochasticRoundingIsUnbiased) {
       ASSERT_TRUE(std::fabs(got) == lo || std::fabs(got) == lo + step) << want << " gave " << got;
       sum += got;
     }
-    // The standard error of the mean is at most step / 2 / sqrt(draws): allow five of them.
-    EXPECT_NEAR(sum / draws, want, 5 * step / 2 / std::sqrt(static_cast<double>(draws))) << want;
+    // The rounding's bias is below step / 256, towards zero (mx_scalar.h,
+    // e2m1_code_stochastic); the standard error of the mean is at most step / 2 / sqrt(draws):
+    // allow the bias and five standard errors.
+    EXPECT_NEAR(sum / draws, want,
+                step / 256 + 5 * step / 2 / std::sqrt(static_cast<double>(draws)))
+        << want;
   }
   // Nearest rounding of the same values is biased where the stochastic one is not.
   const BlockQuantized n = quantize_nvfp4(x, draws, cols, {.tensor_scale = 1.0f});
   EXPECT_EQ(dequantize(n)[0], 0.0f);  // 0.1 -> 0
 }
 
-// 0.25 lies halfway between E2M1's 0 and 0.5: element (r, c) rounds up exactly when the top 24
-// bits of sr_word(seed, offset, r, c) are below 2^23 (each block holds a 6, so its scale is 1).
-TEST(BlockFormats, StochasticRoundingDrawsTheDocumentedWords) {
-  const int64_t rows = 3, cols = 200;  // 3 groups of 64 columns and a part, a short last block
+// The rule's exact expectation over all 256 random bytes (mx_scalar.h, e2m1_code_stochastic),
+// over a sweep of every stretch of the E2M1 grid: never above |v|, less than step / 256 below
+// it, and |v| itself where v's fraction of its step is a multiple of 1/256.
+TEST(BlockFormats, StochasticRoundingBiasIsWithinItsBound) {
+  auto expectation = [](float v) {
+    double sum = 0;
+    for (int r = 0; r < 256; ++r)
+      sum += km::scalar::kE2m1Values[km::scalar::e2m1_code_stochastic(v, static_cast<uint8_t>(r))];
+    return sum / 256;
+  };
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> low(0, 0x3FFF);
+  int exact = 0;
+  for (float sign : {1.0f, -1.0f}) {
+    for (int code = 0; code < 7; ++code) {
+      const float lo = km::scalar::kE2m1Values[code], step = km::scalar::kE2m1Values[code + 1] - lo;
+      for (int k = 0; k < 4096; ++k) {
+        // Fraction k / 4096 of the step; every 16th a multiple of 1/256.
+        const float a = lo + step * static_cast<float>(k) / 4096.0f;
+        const double e = expectation(sign * a) * sign;
+        ASSERT_LE(e, a) << a;
+        ASSERT_LT(a - e, step / 256.0) << a;
+        if (k % 16 == 0) {
+          ASSERT_EQ(e, a) << a;
+          ++exact;
+        }
+      }
+      for (int k = 0; k < 256; ++k) {
+        // A fraction with random bits below the top 8 of the discarded ones.
+        float a = lo + step * static_cast<float>(k) / 256.0f;
+        if (a >= 1.0f) a = std::bit_cast<float>(std::bit_cast<uint32_t>(a) | low(rng));
+        const double e = expectation(sign * a) * sign;
+        ASSERT_LE(e, a) << a;
+        ASSERT_LT(a - e, step / 256.0) << a;
+      }
+    }
+  }
+  EXPECT_EQ(exact, 2 * 7 * 256);
+  EXPECT_EQ(expectation(6.5f), 6.0f);  // saturated
+  EXPECT_EQ(expectation(-1e30f), -6.0f);
+}
+
+// 0.25 lies halfway between E2M1's 0 and 0.5: element (r, c) rounds up exactly when its byte
+// sr_byte(seed, offset, r, c) is 128 or more (each block holds a 6, so its scale is 1). 600
+// columns: two 256-column groups and a part, and a short last block.
+TEST(BlockFormats, StochasticRoundingDrawsTheDocumentedBytes) {
+  const int64_t rows = 3, cols = 600, blocks = (cols + 15) / 16;
   std::vector<float> x(rows * cols, 0.25f);
-  for (int64_t i = 0; i < rows * cols; i += 16) x[i] = 6.0f;
-  for (int64_t r = 0; r < rows; ++r) x[r * cols + 192] = 6.0f;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += 16) x[r * cols + c] = 6.0f;
   for (SimdLevel level : simd_levels_here()) {
     km::Nvfp4Encoding e;
     e.rounding = km::Fp4Rounding::kStochastic;
     e.seed = 99;
     e.offset = 5;
-    std::vector<uint8_t> codes(rows * cols / 2), scales(rows * 13);
+    std::vector<uint8_t> codes(rows * cols / 2), scales(rows * blocks);
     km::nvfp4_quantize(x.data(), kFloat32, rows, cols, e, codes.data(), scales.data(), level);
     int ups = 0;
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
         const uint8_t code = (codes[(r * cols + c) / 2] >> ((c & 1) * 4)) & 0xF;
         if (x[r * cols + c] == 6.0f) continue;
-        const bool up = (km::sr_word(99, 5, static_cast<uint64_t>(r), static_cast<uint64_t>(c)) >>
-                         8) < (1u << 23);
+        const bool up =
+            km::sr_byte(99, 5, static_cast<uint64_t>(r), static_cast<uint64_t>(c)) >= 128;
         ASSERT_EQ(code, up ? 1 : 0) << simd_level_name(level) << " (" << r << ", " << c << ")";
         ups += up;
       }
     }
-    EXPECT_GT(ups, 250);  // about half of 563
-    EXPECT_LT(ups, 313);
+    // About half of 1686; the standard deviation is 20.5: five of them.
+    EXPECT_GT(ups, 843 - 103);
+    EXPECT_LT(ups, 843 + 103);
   }
 }
 
-// Each element is placed on its own word's threshold, or one step of its grid's fraction above
-// it, in every stretch of the E2M1 grid (below 0.5, [0.5, 1), [1, 2), [2, 4), [4, 6)), of both
-// signs: it rounds up exactly when the top 24 bits of its word are below frac * 2^24, on every
-// level (each block holds a 6, so its scale is 1 and the values are not rescaled).
-TEST(BlockFormats, StochasticRoundingComparesEachWordAtItsThreshold) {
-  const int64_t rows = 4, cols = 192;
+// Each element is placed on its own byte's threshold or one 256th of its step below it, with
+// random bits below the top 8 discarded ones (which must not count), in every stretch of the E2M1
+// grid and of both signs: with t its place on the grid in 256ths of its step, it rounds up
+// exactly when t % 256 + its byte reaches 256, on every level (each block holds a 6, so its scale
+// is 1 and the values are not rescaled). 640 columns: the third 256-column group in part.
+TEST(BlockFormats, StochasticRoundingAddsEachByteAtItsThreshold) {
+  const int64_t rows = 4, cols = 640;
   std::vector<float> x(rows * cols, 6.0f);
   std::vector<int> want(rows * cols, 7);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> low(0, 0x3FFF);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       if (c % 16 == 0) continue;  // the block's 6
-      const uint32_t u =
-          km::sr_word(21, 3, static_cast<uint64_t>(r), static_cast<uint64_t>(c)) >> 8;
-      const int stretch = static_cast<int>((c + r) % 5);
-      bool up = (c / 5 + r) % 2 == 1;
-      float a;
-      int lo_code;
-      if (stretch == 0) {  // below 0.5: frac * 2^24 = a * 2^25
-        a = std::ldexp(static_cast<float>(u), -25);
-        if (up) a = std::nextafter(a, 1.0f);
-        lo_code = 0;
-      } else if (stretch == 1) {  // [0.5, 1): frac * 2^24 = 2 * mantissa
-        const uint32_t m = std::min<uint32_t>((u >> 1) + (up ? 1 : 0), 0x7FFFFF);
-        up = 2 * m > u;
-        a = std::bit_cast<float>(0x3F000000u | m);
-        lo_code = 1;
-      } else {  // from 1: frac * 2^24 = 4 * the 22 bits below the grid's mantissa bit
-        const uint32_t low = std::min<uint32_t>((u >> 2) + (up ? 1 : 0), 0x3FFFFF);
-        up = 4 * low > u;
-        const uint32_t top = stretch == 4 ? 0u : static_cast<uint32_t>(c & 1) << 22;
-        const uint32_t bits = ((125u + static_cast<uint32_t>(stretch)) << 23) | top | low;
-        a = std::bit_cast<float>(bits);
-        lo_code = static_cast<int>(bits >> 22) - 252;
-      }
+      const int byte = km::sr_byte(21, 3, static_cast<uint64_t>(r), static_cast<uint64_t>(c));
+      const int lo_code = static_cast<int>((c + r) % 7);  // E2M1 0 .. 4
+      const bool at = (c / 7 + r) % 2 == 1;
+      const int frac = std::clamp(at ? 256 - byte : 255 - byte, 0, 255);
+      const float lo = km::scalar::kE2m1Values[lo_code];
+      const float step = km::scalar::kE2m1Values[lo_code + 1] - lo;
+      float a = lo + step * static_cast<float>(frac) / 256.0f;
+      // Bits below the top 8 discarded ones: a's bits 13..0 from 1 up (the step is a's bit 22),
+      // a's fraction of 1/512 in 1/2^23 below.
+      if (a >= 1.0f)
+        a = std::bit_cast<float>(std::bit_cast<uint32_t>(a) | low(rng));
+      else
+        a += std::ldexp(static_cast<float>(low(rng) >> 1), -23);
       const bool negative = (c * 7 + r) % 3 == 0;
       x[r * cols + c] = negative ? -a : a;
-      want[r * cols + c] = (lo_code + (up ? 1 : 0)) | (negative ? 8 : 0);
+      want[r * cols + c] = (lo_code + (frac + byte >= 256 ? 1 : 0)) | (negative ? 8 : 0);
     }
   }
   for (SimdLevel level : simd_levels_here()) {
@@ -920,7 +962,7 @@ TEST(BlockFormats, StochasticRoundingRepeatsFromItsSeed) {
   EXPECT_NE(a.codes, stochastic(finite, 64, 80, 8, 100, 1e-3f).codes);  // another seed
   EXPECT_NE(a.codes, stochastic(finite, 64, 80, 7, 101, 1e-3f).codes);  // another offset
   EXPECT_EQ(a.scales, quantize_nvfp4(finite, 64, 80, {.tensor_scale = 1e-3f}).scales);
-  // Element (r, c) draws philox.h's sr_word(seed, offset, r, c): quantizing rows 10..19 one by
+  // Element (r, c) draws philox.h's sr_byte(seed, offset, r, c): quantizing rows 10..19 one by
   // one, each with its row index, gives those rows' codes on every level (so splitting a tensor
   // changes nothing).
   for (SimdLevel level : simd_levels_here()) {

@@ -1,9 +1,9 @@
 // Philox4x32-10 in SIMD lanes (kernels/cpu/mx/philox_avx2.h, philox_avx512.h) against the scalar
 // generator (philox.h): every word of every lane, for the row casts' 16 counters that differ in
-// word 0 (sr_counter: a 64-column group's blocks of one row) and the Hadamard columns' 8 that
+// word 0 (sr_counter: a 256-column group's blocks of one row) and the Hadamard columns' 8 that
 // differ in word 1 (8 rows), under many seeds, offsets and rows, word 0 wrapping past 2^32 and
-// word 1 at its top. The casts' bytes rest on these words being philox.h's (reproducibility,
-// exact resume).
+// word 1 at its top; and the bytes the casts take from them (philox.h's sr_byte). The casts'
+// bytes rest on these words being philox.h's (reproducibility, exact resume).
 #include <gtest/gtest.h>
 
 #include <immintrin.h>
@@ -125,6 +125,71 @@ TEST(PhiloxSimd, Avx2EightRowsOfABlockGiveTheScalarWords) {
                          static_cast<uint32_t>(c.offset), static_cast<uint32_t>(c.offset >> 32)},
                         sr_key(c.seed));
       for (int k = 0; k < 4; ++k) ASSERT_EQ(got[k][l], w[k]) << "word " << k << ", lane " << l;
+    }
+  }
+}
+
+// The stream contract (philox.h, sr_byte) as the SIMD casts read it: the 256-column group's words
+// that SrWords8 / SrWords16 hold for a column (made for it, or kept from before), lane col % 16 of
+// word sr_word_index(col), byte sr_byte_index(col), are sr_byte's, for columns asked for in order,
+// across groups, and back.
+std::vector<int64_t> stream_columns() {
+  std::vector<int64_t> cols;
+  for (int64_t c = 0; c < 1024; c += 3) cols.push_back(c);
+  for (int64_t c :
+       {int64_t{255}, int64_t{256}, int64_t{4095}, int64_t{17}, (int64_t{1} << 34) + 77})
+    cols.push_back(c);
+  return cols;
+}
+
+__attribute__((target("avx2,fma,f16c"))) void expect_avx2_stream(const Case& c) {
+  philox_avx2::SrWords8 sr(c.seed);
+  for (const int64_t col : stream_columns()) {
+    const auto u = static_cast<uint64_t>(col);
+    alignas(32) uint32_t lanes[8];
+    sr.need(c.offset, c.row, col, col);
+    const auto& w = sr.words(col);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), w[(u >> 3) & 1][sr_word_index(u)]);
+    ASSERT_EQ(sr_byte_of(lanes[u & 7], u), sr_byte(c.seed, c.offset, c.row, u))
+        << "column " << col << ", row " << c.row << ", seed " << c.seed;
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void expect_avx512_stream(const Case& c) {
+  philox_avx512::SrWords16 sr(c.seed);
+  for (const int64_t col : stream_columns()) {
+    const auto u = static_cast<uint64_t>(col);
+    alignas(64) uint32_t lanes[16];
+    sr.need(c.offset, c.row, col, col);
+    _mm512_store_si512(lanes, sr.words(col)[sr_word_index(u)]);
+    ASSERT_EQ(sr_byte_of(lanes[u & 15], u), sr_byte(c.seed, c.offset, c.row, u))
+        << "column " << col << ", row " << c.row << ", seed " << c.seed;
+  }
+}
+
+TEST(PhiloxSimd, Avx2StreamGivesEachColumnsByte) {
+  if (simd_level() < SimdLevel::kAvx2) GTEST_SKIP() << "this CPU has no AVX2";
+  const std::vector<Case> all = cases();
+  for (size_t k = 0; k < 20; ++k) expect_avx2_stream(all[k]);
+}
+
+TEST(PhiloxSimd, Avx512StreamGivesEachColumnsByte) {
+  if (simd_level() < SimdLevel::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL";
+  const std::vector<Case> all = cases();
+  for (size_t k = 0; k < 20; ++k) expect_avx512_stream(all[k]);
+}
+
+// sr_byte's layout: byte j of word k of counter block 16g + l for column 256g + 64j + 16k + l,
+// so one counter's 16 bytes serve 16 columns and each byte is used once.
+TEST(PhiloxSimd, StreamLayoutUsesEachByteOnce) {
+  const uint64_t seed = 5, offset = 9, row = 3;
+  for (uint64_t g : {uint64_t{0}, uint64_t{1}, uint64_t{1000}}) {
+    for (uint64_t l = 0; l < 16; ++l) {
+      const PhiloxCounter w = philox4x32_10(sr_counter(16 * g + l, row, offset), sr_key(seed));
+      for (uint64_t k = 0; k < 4; ++k)
+        for (uint64_t j = 0; j < 4; ++j)
+          ASSERT_EQ(sr_byte(seed, offset, row, 256 * g + 64 * j + 16 * k + l),
+                    static_cast<uint8_t>(w[k] >> (8 * j)));
     }
   }
 }

@@ -53,13 +53,16 @@ Tensor nvfp4_gemm(const Nvfp4Tensor& a, const Nvfp4Tensor& b, bool transpose_b, 
 // The stochastic rounding's Philox stream, process-wide as TransformerEngine draws from the
 // device generator: every stochastically rounded cast takes (seed, offset) and advances offset
 // by one, so a run is reproducible from the seed, and a checkpoint that stores both resumes it
-// exactly (the transformer-engine plugin's state). Element (r, c) of a cast draws
-// kernels/cpu/mx/philox.h's sr_word(seed, offset, r, c).
+// exactly (the transformer-engine plugin's state). Element (r, c) of a cast draws the 8 bits
+// kernels/cpu/mx/philox.h's sr_byte(seed, offset, r, c).
 struct SrStream {
   uint64_t seed = 0;
   uint64_t offset = 0;
   friend bool operator==(const SrStream&, const SrStream&) = default;
 };
+// The random bits each element draws (philox.h, sr_byte), which a checkpoint's stream records
+// ("bits_per_element"): a build that drew a 32-bit word per element wrote none.
+inline constexpr uint64_t kSrBitsPerElement = 8;
 SrStream& nvfp4_sr_stream();
 // The (seed, offset) one stochastically rounded cast of another recipe draws with (the mxfp4
 // recipe's, mx_linear.cpp), taken under the stream's lock as this file's casts take theirs:

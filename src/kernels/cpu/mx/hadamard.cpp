@@ -22,7 +22,7 @@ constexpr int64_t kTile = 128;
 // Below this many elements one thread does the whole transform.
 constexpr int64_t kParallelFrom = 1 << 16;
 // Rows of src (columns of the transposed cast) one work item of rht_transpose_nvfp4 takes: a
-// multiple of the stochastic rounding's 64-column groups.
+// multiple of the stochastic rounding's 256-column groups (philox.h, sr_byte).
 constexpr int64_t kRun = 256;
 
 // The transform of 16 blocks at once: v[i][k] is element i of block k. Sign, four butterfly
@@ -294,7 +294,7 @@ void rht_transpose_nvfp4(const void* src, DType src_dtype, int64_t rows, int64_t
   // The transform blocks whose 16 rows all lie inside src end here.
   const int64_t whole = rows / kRhtSize * kRhtSize;
   // Work item: kStrip columns of src over kRun of its rows (a multiple of the stochastic
-  // rounding's 64-column groups). With AVX2, 8 columns at a time are transformed and encoded in
+  // rounding's 256-column groups). With AVX2, 8 columns at a time are transformed and encoded in
   // registers (detail::nvfp4_rht_columns_avx2); what that leaves (a block cut by src's last
   // row, columns short of 8) goes through cast_through_buffer.
   const int64_t runs = (padded + kRun - 1) / kRun, items = strips * runs;

@@ -107,7 +107,7 @@ float amax_scalar(const void* src, DType dtype, int64_t n) { return block_amax(s
 void nvfp4_encode_sr_scalar(const void* src, DType dtype, int64_t n, float tensor_scale,
                             const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
                             int64_t first_col, uint8_t* codes, uint8_t* scales) {
-  std::array<PhiloxCounter, 16> words{};  // the 16 counter blocks of column group `group`
+  std::array<PhiloxCounter, 16> words{};  // the 16 counter blocks of 256-column group `group`
   int64_t group = -1;
   for (int64_t begin = 0; begin < n; begin += kNvfp4Block) {
     const int64_t end = std::min(begin + kNvfp4Block, n);
@@ -118,14 +118,16 @@ void nvfp4_encode_sr_scalar(const void* src, DType dtype, int64_t n, float tenso
     scales[b] = bs.code;
     for (int64_t i = begin; i < end; ++i) {
       const auto col = static_cast<uint64_t>(first_col + i);
-      if (static_cast<int64_t>(col >> 6) != group) {
-        group = static_cast<int64_t>(col >> 6);
+      if (static_cast<int64_t>(col >> 8) != group) {
+        group = static_cast<int64_t>(col >> 8);
         for (uint64_t l = 0; l < 16; ++l)
-          words[l] = philox4x32_10(
-              sr_counter(16 * (col >> 6) + l, static_cast<uint64_t>(row), offset), sr_key(seed));
+          words[l] =
+              philox4x32_10(sr_counter(sr_group_block(col) + l, static_cast<uint64_t>(row), offset),
+                            sr_key(seed));
       }
       const float y = nvfp4_scaled(load(src, dtype, i), bs.factor);
-      put_code(codes, i, e2m1_code_stochastic(y, words[col & 15][(col >> 4) & 3]), Element::kE2m1);
+      const uint8_t random = sr_byte_of(words[col & 15][sr_word_index(col)], col);
+      put_code(codes, i, e2m1_code_stochastic(y, random), Element::kE2m1);
     }
   }
 }

@@ -51,7 +51,7 @@ struct Nvfp4Encoding {
   bool tiles_16x16 = false;   // one scale per 16x16 tile (weights) instead of per 1x16 block
   Fp4Rounding rounding = Fp4Rounding::kNearest;
   uint64_t seed = 0;    // the stochastic rounding's stream: element (r, c) draws
-  uint64_t offset = 0;  // philox.h's sr_word(seed, offset, r, c)
+  uint64_t offset = 0;  // philox.h's sr_byte(seed, offset, r, c)
   // With tiles_16x16: the tiles' amax from nvfp4_tile_amax, or null (the cast takes them).
   const float* tile_amax = nullptr;
   // Whether tile_amax is this source's own (nvfp4_tile_amax of the same src, rows and cols): the
@@ -110,7 +110,7 @@ struct MxKernels {
   void (*nvfp4_encode)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
                        const float* block_amax, uint8_t* codes, uint8_t* scales);
   // The same with stochastic rounding: the segment is row `row` from column `first_col`, a
-  // multiple of 16 (philox.h, sr_word).
+  // multiple of 16 (philox.h, sr_byte).
   void (*nvfp4_encode_sr)(const void* src, DType src_dtype, int64_t n, float tensor_scale,
                           const float* block_amax, uint64_t seed, uint64_t offset, int64_t row,
                           int64_t first_col, uint8_t* codes, uint8_t* scales);

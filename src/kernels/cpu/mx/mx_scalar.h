@@ -192,19 +192,24 @@ inline uint8_t e2m1_code(float v) {
 inline constexpr float kE2m1Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                           -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-// E2M1 code of v by stochastic rounding: |v| (clamped to 6) between neighbours lo < hi of the
-// E2M1 grid rounds to hi with probability (|v| - lo) / (hi - lo), decided by the top 24 bits of
-// `random`; values on the grid are exact. NaN gives e2m1_code's answer.
-inline uint8_t e2m1_code_stochastic(float v, uint32_t random) {
+// E2M1 code of v by stochastic rounding with 8 random bits, the rule of the hardware's
+// cvt.rs.satfinite.e2m1x4 (PTX ISA, "Rounding modifiers": the result rounds away from zero on
+// the carry out of adding the random bits to the discarded bits of the mantissa). With
+// a = min(|v|, 6), t = floor(a / step * 256) relative to the grid: the code of the neighbour
+// below a, times 256, plus the top 8 of the discarded bits (a * 512 below 2, where the step is
+// 0.5; from 2 on, a's bits above bit 14 less those of 0.5, the step being a's mantissa bit 22).
+// t + random carries into the code with probability floor(256 f) / 256, f = (|v| - lo) / step
+// in [0, 1): the expected value lies within (2^-8 step, 0] of |v|, towards zero, and is |v|
+// exactly where f is a multiple of 1/256 (values on the grid are exact). NaN gives e2m1_code's
+// answer. The SIMD bodies compute t as max(a * 512 below 2, that difference shifted), the same.
+inline uint8_t e2m1_code_stochastic(float v, uint8_t random) {
   if (v != v) return e2m1_code(v);
   const uint32_t sign = (bits_of(v) >> 28) & 8u;
   float a = std::fabs(v);
   a = a > kE2m1Max ? kE2m1Max : a;
-  const float step = a < 2.0f ? 0.5f : (a < 4.0f ? 1.0f : 2.0f);
-  const float lo = std::floor(a / step) * step;  // exact: a / step and the product are exact
-  const float frac = (a - lo) / step;            // exact, in [0, 1)
-  const float up = static_cast<float>(random >> 8) < frac * 0x1p24f ? step : 0.0f;
-  return static_cast<uint8_t>(e2m1_code(lo + up) | sign);
+  const uint32_t t = a < 2.0f ? static_cast<uint32_t>(a * 512.0f)  // exact product, truncated
+                              : (bits_of(a) - 0x3F000000u) >> 14;
+  return static_cast<uint8_t>(((t + random) >> 8) | sign);
 }
 
 // --- NVFP4 ----------------------------------------------------------------------------------

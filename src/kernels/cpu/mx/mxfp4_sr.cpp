@@ -26,7 +26,7 @@ constexpr int kE2m1MaxPow2 = element_limits(Element::kE2m1).max_pow2;
 // nvfp4_cast_avx512.cpp).
 void encode_scalar(const void* src, DType dtype, int64_t cols, int64_t from, uint64_t seed,
                    uint64_t offset, int64_t row, uint8_t* codes, uint8_t* scales) {
-  std::array<PhiloxCounter, 16> words{};  // the 16 counter blocks of column group `group`
+  std::array<PhiloxCounter, 16> words{};  // the 16 counter blocks of 256-column group `group`
   int64_t group = -1;
   for (int64_t begin = from; begin < cols; begin += kMxBlock) {
     const int64_t end = std::min(begin + kMxBlock, cols);
@@ -35,15 +35,16 @@ void encode_scalar(const void* src, DType dtype, int64_t cols, int64_t from, uin
     // x / 2^e as the multiplication by the exact reciprocal (mx_scalar.h: the same value).
     const float r = floor_reciprocal(s);
     for (int64_t i = begin; i < end; ++i) {
-      if (i >> 6 != group) {  // column 64 g + 16 k + l: word k of counter block 16 g + l
-        group = i >> 6;
+      const auto col = static_cast<uint64_t>(i);
+      if (i >> 8 != group) {  // philox.h's sr_byte: the 16 counter blocks of a 256-column group
+        group = i >> 8;
         for (uint64_t l = 0; l < 16; ++l)
-          words[l] = philox4x32_10(
-              sr_counter(16 * static_cast<uint64_t>(group) + l, static_cast<uint64_t>(row), offset),
-              sr_key(seed));
+          words[l] =
+              philox4x32_10(sr_counter(sr_group_block(col) + l, static_cast<uint64_t>(row), offset),
+                            sr_key(seed));
       }
       const uint8_t c = e2m1_code_stochastic((load(src, dtype, i) * r) * kMxfp4SrPrescale,
-                                             words[i & 15][(i >> 4) & 3]);
+                                             sr_byte_of(words[i & 15][sr_word_index(col)], col));
       if ((i & 1) == 0)
         codes[i / 2] = c;
       else

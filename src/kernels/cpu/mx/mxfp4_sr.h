@@ -8,8 +8,8 @@
 //     block's largest |y| lies in [3, 6): nothing saturates, which stochastic rounding needs to
 //     stay unbiased (6 is E2M1's largest value, and a value above it could only round down);
 //   * y rounds stochastically to E2M1 (scalar::e2m1_code_stochastic), element (r, c) drawing
-//     word philox.h's sr_word(seed, offset, r, c), so the codes depend on (seed, offset, r, c)
-//     only, not on threads.
+//     the 8 bits philox.h's sr_byte(seed, offset, r, c), so the codes depend on
+//     (seed, offset, r, c) only, not on threads.
 // A code then stands for value(code) * 2^(scale - 127) * 4/3: kMxfp4SrTensorScale is the
 // per-tensor scale its product applies (gemm::block_scaled's tensor_scale). The expected value
 // of a code times that is the source element (to float32 rounding of y and of 4/3).

@@ -72,56 +72,44 @@ inline __m512 scale_factors16(const Nvfp4ScaleCodeThresholds& t, __m512i code) {
 inline __m512i splat(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
 
 // Philox4x32-10 on 16 lanes: kernels/cpu/mx/philox_avx512.h.
-using philox_avx512::philox16;
-using philox_avx512::PhiloxKeys16;
+using philox_avx512::SrWords16;
 
 // e2m1_codes_stochastic's constants, made once per cast and passed in: built in the block loop,
 // GCC makes each one again from a general register per block (mov, vpbroadcastd: the broadcast
 // on the shift pipes that Philox needs); behind an empty asm that hides their values they stay
 // in registers or are read as memory operands.
 struct StochasticCodeConstants16 {
-  __m512i sign, magnitude, below_one, half, nine, ten, one, bias;
-  __m512 six, two_to_25;
+  __m512i sign, magnitude, half, byte;
+  __m512 six, two, to_256ths;
   StochasticCodeConstants16()
       : sign(_mm512_set1_epi32(8)),
         magnitude(_mm512_set1_epi32(0x7FFFFFFF)),
-        below_one(_mm512_set1_epi32(0x3F7FFFFF)),
         half(_mm512_set1_epi32(0x3F000000)),
-        nine(_mm512_set1_epi32(9)),
-        ten(_mm512_set1_epi32(10)),
-        one(_mm512_set1_epi32(1)),
-        bias(_mm512_set1_epi32(252)),
+        byte(_mm512_set1_epi32(0xFF)),
         six(_mm512_set1_ps(kE2m1Max)),
-        two_to_25(_mm512_set1_ps(0x1p25f)) {
+        two(_mm512_set1_ps(2.0f)),
+        to_256ths(_mm512_set1_ps(512.0f)) {
     asm(""
-        : "+v"(sign), "+v"(magnitude), "+v"(below_one), "+v"(half), "+v"(nine), "+v"(ten),
-          "+v"(one), "+v"(bias), "+v"(six), "+v"(two_to_25));
+        : "+v"(sign), "+v"(magnitude), "+v"(half), "+v"(byte), "+v"(six), "+v"(two),
+          "+v"(to_256ths));
   }
 };
 
-// scalar::e2m1_code_stochastic on 16 lanes, in integers on the bits of a = min(|v|, 6) where
-// the grid allows. From 1 up the grid's step is the unit of a's mantissa bit 22: the lower
-// code is (a >> 22) - 252, and frac * 2^24 is the 22 bits below times 4. In [0.5, 1) the lower
-// code is 1 (0.5) and frac * 2^24 a's 23-bit mantissa times 2. Both are (a << 10 or 9) >> 8,
-// whole numbers, so `random >> 8 < frac * 2^24` is an integer compare. Below 0.5 the lower
-// code is 0 and frac * 2^24 = a * 2^25 (exact), compared in float as the scalar code does.
-// Rounding up adds one to the code. NaN lanes take e2m1_codes' answer.
+// Byte `byte` (0-3) of each lane of `words`: the lanes' random bits (philox.h, sr_byte).
+inline __m512i random_bytes(__m512i words, int byte, const StochasticCodeConstants16& k) {
+  return _mm512_and_si512(_mm512_srl_epi32(words, _mm_cvtsi32_si128(8 * byte)), k.byte);
+}
+
+// scalar::e2m1_code_stochastic on 16 lanes, `random` each lane's 8 bits (0-255): t as the max of
+// min(a, 2) * 512 truncated and (a - bits of 0.5) >> 14 (arithmetic), which is the latter from 2
+// on, the former below (where the latter is below it or negative) and both in [1, 2); the code
+// (t + random) >> 8 with v's sign. NaN lanes take e2m1_codes' answer.
 inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random, const StochasticCodeConstants16& k) {
   const __m512i x = _mm512_castps_si512(v);
   const __m512 af = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(x, k.magnitude)), k.six);
-  const __m512i a = _mm512_castps_si512(af);
-  const __m512i u = _mm512_srli_epi32(random, 8);
-  const __mmask16 from1 = _mm512_cmpgt_epi32_mask(a, k.below_one);
-  const __mmask16 below_half = _mm512_cmplt_epi32_mask(a, k.half);
-  const __m512i shift = _mm512_mask_blend_epi32(from1, k.nine, k.ten);
-  const __m512i frac24 = _mm512_srli_epi32(_mm512_sllv_epi32(a, shift), 8);
-  const __mmask16 up_grid = _mm512_cmpgt_epi32_mask(frac24, u);
-  const __mmask16 up_small =
-      _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(u), _mm512_mul_ps(af, k.two_to_25), _CMP_LT_OQ);
-  const __mmask16 up = (up_grid & ~below_half) | (up_small & below_half);
-  __m512i code = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~below_half), k.one);
-  code = _mm512_mask_sub_epi32(code, from1, _mm512_srli_epi32(a, 22), k.bias);
-  code = _mm512_mask_add_epi32(code, up, code, k.one);
+  const __m512i below2 = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_min_ps(af, k.two), k.to_256ths));
+  const __m512i from2 = _mm512_srai_epi32(_mm512_sub_epi32(_mm512_castps_si512(af), k.half), 14);
+  __m512i code = _mm512_srli_epi32(_mm512_add_epi32(_mm512_max_epi32(below2, from2), random), 8);
   // code | ((x >> 28) & 8): the sign into bit 3
   code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(x, 28), k.sign, 0xF8);
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
@@ -239,14 +227,10 @@ template <DType::Id kSrc, bool kGivenOnly = false>
 // unit two operations a block).
 template <bool kSr, bool kStats, DType::Id kSrc>
 [[gnu::always_inline]] inline unsigned encode_prepared16(const void* src, const FloatGroup16& g,
-                                                         const PhiloxKeys16* keys, uint64_t offset,
+                                                         SrWords16* sr, uint64_t offset,
                                                          uint64_t row, int64_t col, uint8_t* codes,
                                                          Nvfp4LaneStats* st) {
   const DType dtype{kSrc};
-  // Block k reads word (d + k) % 4 of 64-column group (d + k) / 4 from col's: a fifth group
-  // where col is not a multiple of 64.
-  const int d = static_cast<int>((col >> 4) & 3);
-  __m512i words[5][4];
   // Made for stochastic rounding only (the asm that hides them would keep them otherwise).
   [[maybe_unused]] const auto sr_constants = [] {
     if constexpr (kSr)
@@ -254,10 +238,7 @@ template <bool kSr, bool kStats, DType::Id kSrc>
     else
       return 0;
   }();
-  if constexpr (kSr) {
-    for (int g = 0; g < (d ? 5 : 4); ++g)
-      philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
-  }
+  if constexpr (kSr) sr->need(offset, row, col, col + 16 * 15);
   const __m512 six = _mm512_set1_ps(kE2m1Max);
   __m512i c4[4];
 #pragma GCC unroll 16
@@ -266,7 +247,12 @@ template <bool kSr, bool kStats, DType::Id kSrc>
     const __m512 y = _mm512_mul_ps(x, _mm512_set1_ps(g.f[k]));
     __m512i& c = c4[k % 4];
     if constexpr (kSr) {
-      c = e2m1_codes_stochastic(y, words[(d + k) >> 2][(d + k) & 3], sr_constants);
+      // Block k's lanes read their bytes of a word of the blocks of column c0's group.
+      const int64_t c0 = col + 16 * k;
+      const __m512i word = sr->words(c0)[sr_word_index(static_cast<uint64_t>(c0))];
+      c = e2m1_codes_stochastic(
+          y, random_bytes(word, sr_byte_index(static_cast<uint64_t>(c0)), sr_constants),
+          sr_constants);
     } else {
       c = e2m1_codes_of_numbers(y);
     }
@@ -379,17 +365,17 @@ template <bool kStats>
 
 // 16 blocks of 16 elements from src (256 elements, all inside the segment): their amax
 // (block_amax_in's 16, or their own), scales and factors as vectors, then each block's codes,
-// rounded to nearest or (kSr) stochastically with the words of the 64-column groups from column
-// `col` (a multiple of 16; philox.h's sr_word). Returns the blocks whose factor is NaN or
+// rounded to nearest or (kSr) stochastically with the bytes of the 256-column groups from
+// column `col` (a multiple of 16; philox.h's sr_byte). Returns the blocks whose factor is NaN or
 // infinite (their codes and scales are left for the scalar body, and they are not counted).
 template <bool kSr, bool kStats, DType::Id kSrc>
 inline unsigned encode_group16(const void* src, const float* block_amax_in, float tensor_scale,
-                               const Nvfp4ScaleCodeThresholds& sc, const PhiloxKeys16* keys,
-                               uint64_t offset, uint64_t row, int64_t col, uint8_t* codes,
-                               uint8_t* scales, Nvfp4LaneStats* st) {
+                               const Nvfp4ScaleCodeThresholds& sc, SrWords16* sr, uint64_t offset,
+                               uint64_t row, int64_t col, uint8_t* codes, uint8_t* scales,
+                               Nvfp4LaneStats* st) {
   FloatGroup16 g;
   prepare_group16<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
-  return encode_prepared16<kSr, kStats, kSrc>(src, g, keys, offset, row, col, codes, st);
+  return encode_prepared16<kSr, kStats, kSrc>(src, g, sr, offset, row, col, codes, st);
 }
 
 // The NVFP4 cast of a segment, 16 blocks at a time (encode_group16); the segment's last blocks
@@ -404,8 +390,8 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                            int64_t first_col, uint8_t* codes, uint8_t* scales) {
   const DType dtype{kSrc};
   const int64_t blocks = n / kNvfp4Block, full = blocks * kNvfp4Block;
-  std::optional<PhiloxKeys16> keys;
-  if constexpr (kSr) keys.emplace(seed);
+  std::optional<SrWords16> sr;
+  if constexpr (kSr) sr.emplace(seed);
   Nvfp4LaneStats st = Nvfp4LaneStats::zero();
   MxStatsRun run;
   auto scalar_block = [&](int64_t b, int64_t len) {
@@ -424,7 +410,7 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
   };
   const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
   auto group = [&](const void* x, const float* amax_in, int64_t b, uint8_t* c, uint8_t* s) {
-    return encode_group16<kSr, kStats, kSrc>(x, amax_in, tensor_scale, sc, keys ? &*keys : nullptr,
+    return encode_group16<kSr, kStats, kSrc>(x, amax_in, tensor_scale, sc, sr ? &*sr : nullptr,
                                              offset, static_cast<uint64_t>(row),
                                              first_col + b * kNvfp4Block, c, s, &st);
   };
@@ -547,18 +533,16 @@ MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float ten
 }
 
 // mxfp4_sr.h's cast on 16 lanes: each 1x32 block's E8M0 floor scale, then the stochastic rounding
-// of x * 2^-e * 3/4 with the column's Philox word (n and first_col multiples of 32 and 64).
+// of x * 2^-e * 3/4 with the column's random byte (n and first_col multiples of 32).
 void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
                      int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
-  const PhiloxKeys16 keys(seed);
+  SrWords16 sr(seed);
   const StochasticCodeConstants16 sr_constants;
   const __m512 prescale = _mm512_set1_ps(kMxfp4SrPrescale);
-  __m512i words[4];
   for (int64_t i = 0; i < n; i += kMxBlock) {
     const int64_t col = first_col + i;
-    if ((col & 63) == 0)
-      philox16(keys, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(col >> 6),
-               words);
+    sr.need(offset, static_cast<uint64_t>(row), col, col);
+    const auto& words = sr.words(col);
     const __m512 x0 = load16(src, dtype, i), x1 = load16(src, dtype, i + 16);
     const bool nan =
         (_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q)) != 0;
@@ -567,11 +551,16 @@ void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uin
                                        element_limits(Element::kE2m1).max_pow2);
     scales[i / kMxBlock] = s;
     const __m512 r = _mm512_set1_ps(floor_reciprocal(s));
+    const auto c0 = static_cast<uint64_t>(col), c1 = c0 + 16;
     store_e2m1(codes + i / 2, e2m1_codes_stochastic(_mm512_mul_ps(_mm512_mul_ps(x0, r), prescale),
-                                                    words[(col >> 4) & 3], sr_constants));
-    store_e2m1(codes + i / 2 + 8,
-               e2m1_codes_stochastic(_mm512_mul_ps(_mm512_mul_ps(x1, r), prescale),
-                                     words[((col + 16) >> 4) & 3], sr_constants));
+                                                    random_bytes(words[sr_word_index(c0)],
+                                                                 sr_byte_index(c0), sr_constants),
+                                                    sr_constants));
+    store_e2m1(
+        codes + i / 2 + 8,
+        e2m1_codes_stochastic(
+            _mm512_mul_ps(_mm512_mul_ps(x1, r), prescale),
+            random_bytes(words[sr_word_index(c1)], sr_byte_index(c1), sr_constants), sr_constants));
   }
 }
 

@@ -41,6 +41,7 @@ NVFP4_AVX2 void nvfp4_block_scales(const float* amax, float tensor_scale, uint8_
 using philox_avx2::philox16;
 using philox_avx2::philox8_lanes_in_word1;
 using philox_avx2::PhiloxKeys8;
+using philox_avx2::SrWords8;
 
 // e2m1_codes_stochastic's constants, made once per cast and passed in. Built in the loop, GCC
 // makes each one again from a general register wherever the 16 vector registers run out (mov,
@@ -48,50 +49,40 @@ using philox_avx2::PhiloxKeys8;
 // needs); made here, behind an empty asm that hides their values, they are spilled once and read
 // as memory operands instead.
 struct StochasticCodeConstants8 {
-  __m256i sign, magnitude, below_one, half, nine, one, bias;
-  __m256 six, two_to_25;
+  __m256i sign, magnitude, half, byte;
+  __m256 six, two, to_256ths;
   __attribute__((target("avx2,fma,f16c"))) StochasticCodeConstants8()
       : sign(_mm256_set1_epi32(8)),
         magnitude(_mm256_set1_epi32(0x7FFFFFFF)),
-        below_one(_mm256_set1_epi32(0x3F7FFFFF)),
         half(_mm256_set1_epi32(0x3F000000)),
-        nine(_mm256_set1_epi32(9)),
-        one(_mm256_set1_epi32(1)),
-        bias(_mm256_set1_epi32(252)),
+        byte(_mm256_set1_epi32(0xFF)),
         six(_mm256_set1_ps(kE2m1Max)),
-        two_to_25(_mm256_set1_ps(0x1p25f)) {
+        two(_mm256_set1_ps(2.0f)),
+        to_256ths(_mm256_set1_ps(512.0f)) {
     asm(""
-        : "+x"(sign), "+x"(magnitude), "+x"(below_one), "+x"(half), "+x"(nine), "+x"(one),
-          "+x"(bias), "+x"(six), "+x"(two_to_25));
+        : "+x"(sign), "+x"(magnitude), "+x"(half), "+x"(byte), "+x"(six), "+x"(two),
+          "+x"(to_256ths));
   }
 };
 
-// scalar::e2m1_code_stochastic on 8 lanes, in integers on the bits of a = min(|v|, 6) where the
-// grid allows. From 1 up the grid's step is the unit of a's mantissa bit 22: lo is a with the
-// 22 bits below cleared, its code (a >> 22) - 252, and frac * 2^24 those 22 bits times 4. In
-// [0.5, 1) lo is 0.5 (code 1) and frac * 2^24 is a's 23-bit mantissa times 2. Both are
-// (a << 10 or 9) >> 8, whole numbers, so `random >> 8 < frac * 2^24` is an integer compare.
-// Below 0.5, lo is 0 and frac * 2^24 = a * 2^25 (exact), compared in float as the scalar code
-// does. Rounding up adds one to the code. NaN lanes take e2m1_codes' answer.
+// Byte `byte` (0-3) of each lane of `words`: the lanes' random bits (philox.h, sr_byte).
+NVFP4_AVX2 __m256i random_bytes(__m256i words, int byte, const StochasticCodeConstants8& k) {
+  return _mm256_and_si256(_mm256_srl_epi32(words, _mm_cvtsi32_si128(8 * byte)), k.byte);
+}
+
+// scalar::e2m1_code_stochastic on 8 lanes, `random` each lane's 8 bits (0-255): t as the max of
+// min(a, 2) * 512 truncated and (a - bits of 0.5) >> 14 (arithmetic), which is the latter from 2
+// on, the former below (where the latter is below it or negative) and both in [1, 2); the code
+// (t + random) >> 8 with v's sign. NaN lanes take e2m1_codes' answer.
 NVFP4_AVX2 __m256i e2m1_codes_stochastic(__m256 v, __m256i random,
                                          const StochasticCodeConstants8& k) {
   const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
   const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 28), k.sign);
   const __m256 af = _mm256_min_ps(_mm256_and_ps(v, _mm256_castsi256_ps(k.magnitude)), k.six);
-  const __m256i a = _mm256_castps_si256(af);
-  const __m256i u = _mm256_srli_epi32(random, 8);
-  const __m256i from1 = _mm256_cmpgt_epi32(a, k.below_one);
-  const __m256i below_half = _mm256_cmpgt_epi32(k.half, a);
-  const __m256i frac24 =
-      _mm256_srli_epi32(_mm256_sllv_epi32(a, _mm256_sub_epi32(k.nine, from1)), 8);
-  const __m256i up_grid = _mm256_cmpgt_epi32(frac24, u);
-  const __m256i up_small = _mm256_castps_si256(
-      _mm256_cmp_ps(_mm256_cvtepi32_ps(u), _mm256_mul_ps(af, k.two_to_25), _CMP_LT_OQ));
-  const __m256i up = _mm256_blendv_epi8(up_grid, up_small, below_half);  // -1 where rounding up
-  const __m256i lo_code = _mm256_andnot_si256(
-      below_half,
-      _mm256_blendv_epi8(k.one, _mm256_sub_epi32(_mm256_srli_epi32(a, 22), k.bias), from1));
-  const __m256i code = _mm256_or_si256(_mm256_sub_epi32(lo_code, up), sign);
+  const __m256i below2 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_min_ps(af, k.two), k.to_256ths));
+  const __m256i from2 = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_castps_si256(af), k.half), 14);
+  const __m256i t = _mm256_max_epi32(below2, from2);
+  const __m256i code = _mm256_or_si256(_mm256_srli_epi32(_mm256_add_epi32(t, random), 8), sign);
   if (_mm256_movemask_ps(nan) == 0) return code;
   return _mm256_blendv_epi8(code, e2m1_codes(v), _mm256_castps_si256(nan));
 }

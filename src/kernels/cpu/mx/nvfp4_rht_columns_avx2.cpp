@@ -2,9 +2,9 @@
 // 16 rows x 8 columns transformed in registers (hadamard_avx2.h), register i holding element i of
 // 8 blocks, cast from those registers without a store of the transform: the 8 blocks' amax,
 // scales and factors as one vector, each element's codes rounded to nearest or stochastically
-// (the 64-column groups' Philox words, one row a lane), and the codes transposed into each
-// block's bytes. Blocks whose factor is NaN or infinite run the scalar body from the transform's
-// rows.
+// (bytes of the 256-column groups' Philox words, one row a lane), and the codes transposed into
+// each block's bytes. Blocks whose factor is NaN or infinite run the scalar body from the
+// transform's rows.
 #include <immintrin.h>
 
 #include <limits>
@@ -62,7 +62,7 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
   const PhiloxCounter base = sr_counter(0, static_cast<uint64_t>(c0), e.offset);
   const __m256i rows_of_lanes = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base[1])),
                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  __m256i words[kRhtSize][4];  // element i's word q of the 64-column group, lane: the row
+  __m256i words[kRhtSize][4];  // element i's word q of the 256-column group, lane: the row
   int64_t group = -1;
   const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
   for (int64_t m0 = m_begin; m0 < m_end; m0 += kRhtSize) {
@@ -106,17 +106,20 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
     for (int k = 0; k < 8; ++k) sp[k * scale_row] = sb[k];
     __m256i c[kRhtSize];
     if (sr) {
-      if (m0 >> 6 != group) {
-        // Element i of every block of the group reads counter block 16 * group + i.
-        group = m0 >> 6;
+      const auto m = static_cast<uint64_t>(m0);
+      if (m0 >> 8 != group) {
+        // Element i of every block of the group reads counter block 16 * group + i
+        // (philox.h, sr_byte).
+        group = m0 >> 8;
         for (int64_t i = 0; i < kRhtSize; ++i)
-          philox8_lanes_in_word1(*keys, static_cast<uint32_t>(16 * group + i), rows_of_lanes,
+          philox8_lanes_in_word1(*keys, static_cast<uint32_t>(sr_group_block(m) + i), rows_of_lanes,
                                  base[2], base[3], words[i]);
       }
-      const int q = static_cast<int>((m0 >> 4) & 3);
+      const int q = sr_word_index(m), byte = sr_byte_index(m);
 #pragma GCC unroll 16
       for (int64_t i = 0; i < kRhtSize; ++i)
-        c[i] = e2m1_codes_stochastic(_mm256_mul_ps(v[i], factor), words[i][q], sr_constants);
+        c[i] = e2m1_codes_stochastic(_mm256_mul_ps(v[i], factor),
+                                     random_bytes(words[i][q], byte, sr_constants), sr_constants);
     } else {
 #pragma GCC unroll 16
       for (int64_t i = 0; i < kRhtSize; ++i)

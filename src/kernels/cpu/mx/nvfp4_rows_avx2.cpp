@@ -157,8 +157,8 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                            int64_t first_col, uint8_t* codes, uint8_t* scales) {
   const DType dtype{kSrc};
   const int64_t blocks = n / kNvfp4Block, full = blocks * kNvfp4Block;
-  std::optional<PhiloxKeys8> keys;
-  if constexpr (kSr) keys.emplace(seed);
+  std::optional<SrWords8> sr;
+  if constexpr (kSr) sr.emplace(seed);
   Nvfp4LaneStats8 st = Nvfp4LaneStats8::zero();
   MxStatsRun run;
   auto scalar_block = [&](int64_t b, int64_t len) {
@@ -167,7 +167,7 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
   };
   const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
   auto group = [&](const void* x, const float* amax_in, int64_t b, uint8_t* c, uint8_t* s) {
-    return encode_group8<kSr, kStats, kSrc>(x, amax_in, tensor_scale, sc, keys ? &*keys : nullptr,
+    return encode_group8<kSr, kStats, kSrc>(x, amax_in, tensor_scale, sc, sr ? &*sr : nullptr,
                                             offset, static_cast<uint64_t>(row),
                                             first_col + b * kNvfp4Block, c, s, &st);
   };
@@ -241,18 +241,16 @@ MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tens
 namespace avx2 {
 
 // mxfp4_sr.h's cast on 8 lanes: each 1x32 block's E8M0 floor scale, then the stochastic rounding
-// of x * 2^-e * 3/4 with the column's Philox word (n and first_col multiples of 32 and 64).
+// of x * 2^-e * 3/4 with the column's random byte (n and first_col multiples of 32).
 void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uint64_t offset,
                      int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales) {
-  const PhiloxKeys8 keys(seed);
+  SrWords8 sr(seed);
   const StochasticCodeConstants8 sr_constants;
   const __m256 prescale = _mm256_set1_ps(kMxfp4SrPrescale), zero = _mm256_setzero_ps();
-  __m256i words[2][4];  // lanes 0-7 and 8-15 of the column group's 16 counter blocks
   for (int64_t i = 0; i < n; i += kMxBlock) {
     const int64_t col = first_col + i;
-    if ((col & 63) == 0)
-      philox16(keys, offset, static_cast<uint64_t>(row), 16 * static_cast<uint64_t>(col >> 6),
-               words);
+    sr.need(offset, static_cast<uint64_t>(row), col, col);
+    const auto& words = sr.words(col);
     __m256 x[4], m = zero;
     bool nan = false;
 #pragma GCC unroll 4
@@ -266,10 +264,13 @@ void mxfp4_encode_sr(const void* src, DType dtype, int64_t n, uint64_t seed, uin
     const __m256 r = _mm256_set1_ps(floor_reciprocal(s));
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) {
-      const int64_t c = col + 8 * q;  // column 64 g + 16 k + l: word k of lane l's counter
+      // Column c's lane c % 16 of the group's blocks: half (c >> 3) & 1 of the word's lanes.
+      const auto c = static_cast<uint64_t>(col + 8 * q);
+      const __m256i random =
+          random_bytes(words[(c >> 3) & 1][sr_word_index(c)], sr_byte_index(c), sr_constants);
       store_e2m1(codes + i / 2 + 4 * q,
-                 e2m1_codes_stochastic(_mm256_mul_ps(_mm256_mul_ps(x[q], r), prescale),
-                                       words[(c >> 3) & 1][(c >> 4) & 3], sr_constants));
+                 e2m1_codes_stochastic(_mm256_mul_ps(_mm256_mul_ps(x[q], r), prescale), random,
+                                       sr_constants));
     }
   }
 }

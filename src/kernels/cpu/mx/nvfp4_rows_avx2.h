@@ -161,14 +161,10 @@ template <DType::Id kSrc, bool kGivenOnly = false>
 // encode_group8's second half, from its prepared group g.
 template <bool kSr, bool kStats, DType::Id kSrc>
 [[gnu::always_inline]] inline unsigned encode_prepared8(const void* src, const FloatGroup& g,
-                                                        const PhiloxKeys8* keys, uint64_t offset,
-                                                        uint64_t row, int64_t col, uint8_t* codes,
+                                                        SrWords8* sr, uint64_t offset, uint64_t row,
+                                                        int64_t col, uint8_t* codes,
                                                         Nvfp4LaneStats8* st) {
   const DType dtype{kSrc};
-  // Block k reads word (d + k) % 4 of 64-column group (d + k) / 4 from col's, lanes 0-7 and
-  // 8-15 of its 16 counter blocks: a third group where col is not a multiple of 64.
-  const int d = static_cast<int>((col >> 4) & 3);
-  __m256i words[3][2][4];
   // Made for stochastic rounding only (the asm that hides them would keep them otherwise).
   [[maybe_unused]] const auto sr_constants = [] {
     if constexpr (kSr)
@@ -176,10 +172,7 @@ template <bool kSr, bool kStats, DType::Id kSrc>
     else
       return 0;
   }();
-  if constexpr (kSr) {
-    for (int g = 0; g < (d ? 3 : 2); ++g)
-      philox16(*keys, offset, row, 16 * static_cast<uint64_t>((col >> 6) + g), words[g]);
-  }
+  if constexpr (kSr) sr->need(offset, row, col, col + 16 * 7);
   const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(kE2m1Max);
 #pragma GCC unroll 4
   for (int k = 0; k < 8; k += 2) {
@@ -190,7 +183,12 @@ template <bool kSr, bool kStats, DType::Id kSrc>
       const __m256 x = load8(src, dtype, 16 * blk + 8 * h);
       const __m256 y = _mm256_mul_ps(x, _mm256_set1_ps(g.f[blk]));
       if constexpr (kSr) {
-        c[j] = e2m1_codes_stochastic(y, words[(d + blk) >> 2][h][(d + blk) & 3], sr_constants);
+        // Block blk's lanes 8h.. read their bytes of a word of the blocks of column c0's group.
+        const int64_t c0 = col + 16 * blk;
+        const __m256i word = sr->words(c0)[h][sr_word_index(static_cast<uint64_t>(c0))];
+        c[j] = e2m1_codes_stochastic(
+            y, random_bytes(word, sr_byte_index(static_cast<uint64_t>(c0)), sr_constants),
+            sr_constants);
       } else {
         c[j] = e2m1_codes_of_numbers(y);
       }
@@ -222,17 +220,17 @@ template <bool kSr, bool kStats, DType::Id kSrc>
 // 8 blocks of 16 elements from src (128 elements, all inside the segment): their amax
 // (block_amax_in's 8, or their own by integer maxima of the magnitude bits), scales and factors
 // as vectors, then each block's codes, rounded to nearest or (kSr) stochastically with the
-// words of the 64-column groups from column `col` (a multiple of 16; philox.h's sr_word), two
+// bytes of the 256-column groups from column `col` (a multiple of 16; philox.h's sr_byte), two
 // blocks' codes stored at once. Returns the blocks whose factor is NaN or infinite (their codes
 // and scales are left for the scalar body, and they are not counted).
 template <bool kSr, bool kStats, DType::Id kSrc>
 inline unsigned encode_group8(const void* src, const float* block_amax_in, float tensor_scale,
-                              const Nvfp4ScaleCodeThresholds& sc, const PhiloxKeys8* keys,
-                              uint64_t offset, uint64_t row, int64_t col, uint8_t* codes,
-                              uint8_t* scales, Nvfp4LaneStats8* st) {
+                              const Nvfp4ScaleCodeThresholds& sc, SrWords8* sr, uint64_t offset,
+                              uint64_t row, int64_t col, uint8_t* codes, uint8_t* scales,
+                              Nvfp4LaneStats8* st) {
   FloatGroup g;
   prepare_group8<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
-  return encode_prepared8<kSr, kStats, kSrc>(src, g, keys, offset, row, col, codes, st);
+  return encode_prepared8<kSr, kStats, kSrc>(src, g, sr, offset, row, col, codes, st);
 }
 
 // The scalar body's cast of block b (len elements) of a segment, and with kStats its counts

@@ -1,6 +1,6 @@
 #pragma once
 // Internal: Philox4x32-10 (kernels/cpu/mx/philox.h) on AVX2 for the stochastic NVFP4 and
-// MXFP4-SR casts: the words of 16 counters that differ in word 0 (a row's 64-column group) and
+// MXFP4-SR casts: the words of 16 counters that differ in word 0 (a row's 256-column group) and
 // of 8 that differ in word 1 (8 rows of the Hadamard transform's columns). Each function carries
 // its target and is always inlined, so only the AVX2 files that call it compile it.
 //
@@ -158,6 +158,29 @@ PHILOX_AVX2 void philox8_lanes_in_word1(const PhiloxKeys8& keys, uint32_t c0, __
   __m256i(*packed)[4] = &out;
   rounds<3>(keys, w, packed);
 }
+
+// The random words of a row's stochastic rounding (philox.h, sr_byte): the 16 counter blocks
+// of two 256-column groups, an even one and an odd one, each made again only when a column of
+// another group of its parity is needed. A run of up to 256 columns lies in at most two groups,
+// one of each parity: need(offset, row, first, last) makes both before the run (a holder serves one
+// row and offset), and words(col) gives
+// col's group's, w[h][k] word k of blocks 8h + lane.
+struct SrWords8 {
+  PhiloxKeys8 keys;
+  int64_t group[2] = {-1, -1};
+  __m256i w[2][2][4];
+  __attribute__((target("avx2,fma,f16c"))) explicit SrWords8(uint64_t seed) : keys(seed) {}
+  PHILOX_AVX2 void need(uint64_t offset, uint64_t row, int64_t first_col, int64_t last_col) {
+    if (group[(first_col >> 8) & 1] != first_col >> 8) make(offset, row, first_col >> 8);
+    if (group[(last_col >> 8) & 1] != last_col >> 8) make(offset, row, last_col >> 8);
+  }
+  PHILOX_AVX2 const __m256i (&words(int64_t col) const)[2][4] { return w[(col >> 8) & 1]; }
+  __attribute__((target("avx2,fma,f16c"), noinline)) void make(uint64_t offset, uint64_t row,
+                                                               int64_t g) {
+    group[g & 1] = g;
+    philox16(keys, offset, row, sr_group_block(static_cast<uint64_t>(g) << 8), w[g & 1]);
+  }
+};
 
 }  // namespace mantissa::kernels::mx::philox_avx2
 

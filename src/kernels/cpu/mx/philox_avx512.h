@@ -1,8 +1,8 @@
 #pragma once
 // Internal: Philox4x32-10 (kernels/cpu/mx/philox.h) on AVX-512 (F, BW, VL) for the stochastic
-// NVFP4 and MXFP4-SR casts: the words of 16 counters that differ in word 0 (a row's 64-column
-// group). Each function carries its target and is always inlined, so only the AVX-512 files that
-// call it compile it.
+// NVFP4 and MXFP4-SR casts: the words of 16 counters that differ in word 0 (a row's 256-column
+// group, philox.h's sr_byte). Each function carries its target and is always inlined, so only the
+// AVX-512 files that call it compile it.
 //
 // As in philox_avx2.h, the counters lie in 64-bit lanes, each word in a lane's low 32 bits, the
 // 8 even counters in one chain and the 8 odd ones in another: a round is, per product, one
@@ -104,6 +104,30 @@ PHILOX_AVX512 void philox16(const PhiloxKeys16& keys, uint64_t offset, uint64_t 
                                      splat16(keys.k[9][1]), 0x96);
   out[3] = pack_low(p0e, p0o);
 }
+
+// The random words of a row's stochastic rounding (philox.h, sr_byte): the 16 counter blocks
+// of two 256-column groups, an even one and an odd one, each made again only when a column of
+// another group of its parity is needed. A run of up to 256 columns lies in at most two groups,
+// one of each parity: need(offset, row, first, last) makes both before the run (a holder serves one
+// row and offset), and words(col) gives
+// col's group's, w[k] word k of blocks lane.
+struct SrWords16 {
+  PhiloxKeys16 keys;
+  int64_t group[2] = {-1, -1};
+  __m512i w[2][4];
+  explicit SrWords16(uint64_t seed) : keys(seed) {}
+  PHILOX_AVX512 void need(uint64_t offset, uint64_t row, int64_t first_col, int64_t last_col) {
+    if (group[(first_col >> 8) & 1] != first_col >> 8) make(offset, row, first_col >> 8);
+    if (group[(last_col >> 8) & 1] != last_col >> 8) make(offset, row, last_col >> 8);
+  }
+  PHILOX_AVX512 const __m512i (&words(int64_t col) const)[4] { return w[(col >> 8) & 1]; }
+  __attribute__((target("avx512f,avx512bw,avx512vl"), noinline)) void make(uint64_t offset,
+                                                                           uint64_t row,
+                                                                           int64_t g) {
+    group[g & 1] = g;
+    philox16(keys, offset, row, sr_group_block(static_cast<uint64_t>(g) << 8), w[g & 1]);
+  }
+};
 
 }  // namespace mantissa::kernels::mx::philox_avx512
 
