@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/mx/hadamard.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/formats/block_formats.h"
 #include "mantissa/fp8/autocast.h"
 #include "mantissa/fp8/linear.h"
@@ -293,14 +294,52 @@ TEST(Nvfp4, PluginStateCarriesTheStream) {
   const nlohmann::json s = te.state_dict();
   EXPECT_EQ(s.at("sr_stream").at("seed"), 77u);
   EXPECT_EQ(s.at("sr_stream").at("offset"), 41u);
+  EXPECT_EQ(s.at("sr_stream").at("bits_per_element"), 8u);  // philox.h's sr_byte
   EXPECT_EQ(s.at("recipe").at("recipe"), "nvfp4");
   nvfp4_sr_stream() = {};
-  te.load_state_dict(s);
+  {
+    WarningRecorder warnings;
+    te.load_state_dict(s);
+    EXPECT_TRUE(warnings.messages().empty());
+  }
   EXPECT_EQ(nvfp4_sr_stream(), (SrStream{77, 41}));
   nlohmann::json bad = s;
   bad["sr_stream"]["offset"] = -1;
   expect_error([&] { te.load_state_dict(bad); }, "must be an object with the unsigned integers");
   EXPECT_EQ(nvfp4_sr_stream(), (SrStream{77, 41}));
+}
+
+// A stream written by a build that drew a 32-bit word per element (no bits_per_element) still
+// loads and resumes from its seed and offset, with one warning that the draws differ from that
+// build's; another draw than 8 bits is refused before anything changes.
+TEST(Nvfp4, PluginStateFromTheWordPerElementBuildLoadsWithAWarning) {
+  train::TransformerEnginePrecision te(
+      "transformer-engine", train::transformer_engine_options_from({{"fp8_recipe", "nvfp4"}}));
+  nn::Sequential model;
+  model.push_back(std::make_shared<nn::Linear>(16, 16));
+  manual_seed(78);
+  te.convert_module(model);
+  nvfp4_sr_stream().offset = 12;
+  nlohmann::json old = te.state_dict();
+  old["sr_stream"].erase("bits_per_element");
+  nvfp4_sr_stream() = {};
+  {
+    WarningRecorder warnings;
+    te.load_state_dict(old);
+    ASSERT_EQ(warnings.messages().size(), 1u);
+    EXPECT_NE(warnings.messages()[0].find("32-bit random word per element"), std::string::npos)
+        << warnings.messages()[0];
+    EXPECT_NE(warnings.messages()[0].find("draws 8 bits per element"), std::string::npos);
+  }
+  EXPECT_EQ(nvfp4_sr_stream(), (SrStream{78, 12}));
+  for (const nlohmann::json& value :
+       {nlohmann::json(32), nlohmann::json(-8), nlohmann::json("8")}) {
+    nlohmann::json bad = te.state_dict();
+    bad["sr_stream"]["offset"] = 99;
+    bad["sr_stream"]["bits_per_element"] = value;
+    expect_error([&] { te.load_state_dict(bad); }, "bits_per_element is");
+    EXPECT_EQ(nvfp4_sr_stream(), (SrStream{78, 12}));  // unchanged
+  }
 }
 
 TEST(Nvfp4, RecipeSettings) {

@@ -400,7 +400,8 @@ nlohmann::json TransformerEnginePrecision::state_dict() const {
   nlohmann::json out = {{"recipe", options_.recipe.to_json()}, {"fp8_meta", meta}};
   if (options_.recipe.uses_sr_stream()) {
     const fp8::SrStream& sr = fp8::nvfp4_sr_stream();
-    out["sr_stream"] = {{"seed", sr.seed}, {"offset", sr.offset}};
+    out["sr_stream"] = {
+        {"seed", sr.seed}, {"offset", sr.offset}, {"bits_per_element", fp8::kSrBitsPerElement}};
   }
   return out;
 }
@@ -420,6 +421,24 @@ void TransformerEnginePrecision::load_state_dict(const nlohmann::json& state) {
                    "sr_stream (the stochastic rounding stream) must be an object "
                    "with the unsigned integers 'seed' and 'offset', got {}",
                    escape_untrusted(sr.dump()));
+    // The draw the stream's writer made: a record without it is from a build that drew a
+    // 32-bit word per element, whose run resumes with this build's draw.
+    if (sr.contains("bits_per_element")) {
+      const nlohmann::json& bits = sr.at("bits_per_element");
+      MANTISSA_CHECK(bits.is_number_unsigned() && bits.get<uint64_t>() == fp8::kSrBitsPerElement,
+                     "TransformerEnginePrecision",
+                     "sr_stream's bits_per_element is {}: this build's stochastic rounding draws "
+                     "{} random bits per element and cannot resume another draw",
+                     escape_untrusted(bits.dump()), fp8::kSrBitsPerElement);
+    } else {
+      warn(fmt::format(
+          "TransformerEnginePrecision: the checkpoint's stochastic rounding stream has no "
+          "bits_per_element: it was written by a build that drew a 32-bit random word per "
+          "element. The run resumes from its seed and offset, but the stochastic rounding from "
+          "here on draws {} bits per element, so its codes differ from those that build would "
+          "have drawn",
+          fp8::kSrBitsPerElement));
+    }
     stream = fp8::SrStream{sr.at("seed").get<uint64_t>(), sr.at("offset").get<uint64_t>()};
   }
   if (!state.contains("fp8_meta")) {

@@ -64,7 +64,10 @@ class TransformerEnginePrecision : public Precision {
   void check_first_training_step() const override;
 
   // {"recipe": {...}, "fp8_meta": {layer: {"scale": [3], "amax_history": [[L x 3]]}}}, and under
-  // nvfp4 "sr_stream": {"seed": s, "offset": o} (fp8::nvfp4_sr_stream), which a load restores.
+  // nvfp4 "sr_stream": {"seed": s, "offset": o, "bits_per_element": 8} (fp8::nvfp4_sr_stream),
+  // which a load restores. A stream without bits_per_element (written by a build that drew a
+  // 32-bit word per element) loads with a warning that the draws from there on differ from that
+  // build's; another value than 8 is refused.
   nlohmann::json state_dict() const override;
   // Restores the meta of every FP8 layer of the converted module (names must match) and
   // checks the recipe is the one in effect. Malformed entries and values no run writes (a
