@@ -103,7 +103,9 @@ inline __m512i random_bytes(__m512i words, int byte, const StochasticCodeConstan
 // scalar::e2m1_code_stochastic on 16 lanes, `random` each lane's 8 bits (0-255): t as the max of
 // min(a, 2) * 512 truncated and (a - bits of 0.5) >> 14 (arithmetic), which is the latter from 2
 // on, the former below (where the latter is below it or negative) and both in [1, 2); the code
-// (t + random) >> 8 with v's sign. NaN lanes take e2m1_codes' answer.
+// (t + random) >> 8 with v's sign. NaN lanes take e2m1_codes' answer; without kNan, v holds no
+// NaN the codes keep (a block whose product holds one is cast again by the scalar body).
+template <bool kNan = true>
 inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random, const StochasticCodeConstants16& k) {
   const __m512i x = _mm512_castps_si512(v);
   const __m512 af = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(x, k.magnitude)), k.six);
@@ -112,6 +114,7 @@ inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random, const StochasticC
   __m512i code = _mm512_srli_epi32(_mm512_add_epi32(_mm512_max_epi32(below2, from2), random), 8);
   // code | ((x >> 28) & 8): the sign into bit 3
   code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(x, 28), k.sign, 0xF8);
+  if constexpr (!kNan) return code;
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   if (nan == 0) return code;
   return _mm512_mask_blend_epi32(nan, code, e2m1_codes(v));
@@ -250,7 +253,8 @@ template <bool kSr, bool kStats, DType::Id kSrc>
       // Block k's lanes read their bytes of a word of the blocks of column c0's group.
       const int64_t c0 = col + 16 * k;
       const __m512i word = sr->words(c0)[sr_word_index(static_cast<uint64_t>(c0))];
-      c = e2m1_codes_stochastic(
+      // A NaN in y makes the block's factor NaN: the scalar body casts it again.
+      c = e2m1_codes_stochastic<false>(
           y, random_bytes(word, sr_byte_index(static_cast<uint64_t>(c0)), sr_constants),
           sr_constants);
     } else {

@@ -116,10 +116,12 @@ void nvfp4_rht_columns_avx2(const void* src, DType dtype, int64_t cols, int64_t 
                                  base[2], base[3], words[i]);
       }
       const int q = sr_word_index(m), byte = sr_byte_index(m);
+      // No NaN here: one would have made a factor NaN, and the blocks the scalar body's above.
 #pragma GCC unroll 16
       for (int64_t i = 0; i < kRhtSize; ++i)
-        c[i] = e2m1_codes_stochastic(_mm256_mul_ps(v[i], factor),
-                                     random_bytes(words[i][q], byte, sr_constants), sr_constants);
+        c[i] = e2m1_codes_stochastic<false>(_mm256_mul_ps(v[i], factor),
+                                            random_bytes(words[i][q], byte, sr_constants),
+                                            sr_constants);
     } else {
 #pragma GCC unroll 16
       for (int64_t i = 0; i < kRhtSize; ++i)

@@ -186,7 +186,8 @@ template <bool kSr, bool kStats, DType::Id kSrc>
         // Block blk's lanes 8h.. read their bytes of a word of the blocks of column c0's group.
         const int64_t c0 = col + 16 * blk;
         const __m256i word = sr->words(c0)[h][sr_word_index(static_cast<uint64_t>(c0))];
-        c[j] = e2m1_codes_stochastic(
+        // A NaN in y makes the block's factor NaN: the scalar body casts it again.
+        c[j] = e2m1_codes_stochastic<false>(
             y, random_bytes(word, sr_byte_index(static_cast<uint64_t>(c0)), sr_constants),
             sr_constants);
       } else {
