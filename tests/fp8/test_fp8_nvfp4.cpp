@@ -335,7 +335,7 @@ TEST(Nvfp4, PluginStateFromTheWordPerElementBuildLoadsWithAWarning) {
   for (const nlohmann::json& value :
        {nlohmann::json(32), nlohmann::json(-8), nlohmann::json("8")}) {
     nlohmann::json bad = te.state_dict();
-    bad["sr_stream"]["offset"] = 99;
+    bad["sr_stream"]["offset"] = 99u;
     bad["sr_stream"]["bits_per_element"] = value;
     expect_error([&] { te.load_state_dict(bad); }, "bits_per_element is");
     EXPECT_EQ(nvfp4_sr_stream(), (SrStream{78, 12}));  // unchanged
