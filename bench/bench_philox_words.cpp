@@ -2,8 +2,9 @@
 // philox.h) alone, in registers and in cache, as the casts call it (16 counter blocks of a row at
 // a time: philox_avx2.h's philox16 on 8 lanes, philox_avx512.h's on 16, and the Hadamard columns'
 // 8 rows on 8 lanes), and the scalar generator. Every element of a stochastic NVFP4 or MXFP4-SR
-// cast draws one 32-bit word, so words per ns is the most elements per ns such a cast can reach;
-// set against bench_cast_memory_speed's memcpy it bounds the stochastic rows' ratio.
+// cast draws 8 bits (philox.h's sr_byte), a word serving four elements, so four times the words
+// per ns is the most elements per ns such a cast can reach; set against bench_cast_memory_speed's
+// memcpy it bounds the stochastic rows' ratio.
 //
 // The core clock is estimated by a chain of dependent adds (one a cycle), so that the words'
 // cost is also given in cycles. Times are the process's CPU time (the best of 5 runs), which
