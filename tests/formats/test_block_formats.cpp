@@ -3,6 +3,7 @@
 // on long inputs with NaN, infinities and short blocks, NVFP4's stochastic rounding (unbiased,
 // reproducible from its seed) and the API's checks.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -974,6 +975,39 @@ TEST(BlockFormats, StochasticRoundingRepeatsFromItsSeed) {
           << simd_level_name(level) << " row " << r;
     }
   }
+}
+
+// The stochastic codes do not depend on the threads: a cast long enough to go over threads (rows
+// in segments) gives the same bytes on one thread and on two, at every level, for both sources.
+TEST(BlockFormats, StochasticRoundingIsTheSameOnAnyNumberOfThreads) {
+  const int64_t rows = 48, cols = 8192 + 272;  // two segments a row, a part of a 256-column group
+  std::vector<float> x = rough_values(rows * cols, 9);
+  for (float& v : x) v = std::isfinite(v) ? v : 2.0f;
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    xb[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(x[i]) >> 16);
+  const int saved = omp_get_max_threads();
+  for (SimdLevel level : simd_levels_here()) {
+    for (const bool bf16 : {false, true}) {
+      std::vector<uint8_t> codes[2], scales[2];
+      for (int t = 0; t < 2; ++t) {
+        omp_set_num_threads(t + 1);
+        km::Nvfp4Encoding e;
+        e.rounding = km::Fp4Rounding::kStochastic;
+        e.tensor_scale = 1e-2f;
+        e.seed = 4;
+        e.offset = 6;
+        codes[t].resize(rows * cols / 2);
+        scales[t].resize(rows * cols / 16);
+        km::nvfp4_quantize(bf16 ? static_cast<const void*>(xb.data()) : x.data(),
+                           bf16 ? kBFloat16 : kFloat32, rows, cols, e, codes[t].data(),
+                           scales[t].data(), level);
+      }
+      EXPECT_EQ(codes[0], codes[1]) << simd_level_name(level) << (bf16 ? " bf16" : " f32");
+      EXPECT_EQ(scales[0], scales[1]) << simd_level_name(level);
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 }  // namespace
