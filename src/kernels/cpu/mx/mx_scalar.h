@@ -195,13 +195,14 @@ inline constexpr float kE2m1Values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0
 // E2M1 code of v by stochastic rounding with 8 random bits, the rule of the hardware's
 // cvt.rs.satfinite.e2m1x4 (PTX ISA, "Rounding modifiers": the result rounds away from zero on
 // the carry out of adding the random bits to the discarded bits of the mantissa). With
-// a = min(|v|, 6), t = floor(a / step * 256) relative to the grid: the code of the neighbour
-// below a, times 256, plus the top 8 of the discarded bits (a * 512 below 2, where the step is
-// 0.5; from 2 on, a's bits above bit 14 less those of 0.5, the step being a's mantissa bit 22).
-// t + random carries into the code with probability floor(256 f) / 256, f = (|v| - lo) / step
-// in [0, 1): the expected value lies within (2^-8 step, 0] of |v|, towards zero, and is |v|
-// exactly where f is a multiple of 1/256 (values on the grid are exact). NaN gives e2m1_code's
-// answer. The SIMD bodies compute t as max(a * 512 below 2, that difference shifted), the same.
+// a = min(|v|, 6) between neighbours lo < hi of the grid and f = (a - lo) / (hi - lo) in [0, 1),
+// t = 256 * code(lo) + floor(256 f): the code below a followed by the top 8 of the discarded
+// bits (a * 512 below 2, where the step is 0.5; from 2 on, a's bits from bit 14 up less those of
+// 0.5, the step being a's mantissa bit 22). t + random carries into the code with probability
+// floor(256 f) / 256, so the expected magnitude is a - e with 0 <= e < 2^-8 (hi - lo): biased
+// towards zero by less than 1/256 of a step, unbiased where f is a multiple of 1/256 (values on
+// the grid are exact). NaN gives e2m1_code's answer. The SIMD bodies compute t as the max of
+// a * 512 (a clamped to 2) and that difference shifted, which is the same.
 inline uint8_t e2m1_code_stochastic(float v, uint8_t random) {
   if (v != v) return e2m1_code(v);
   const uint32_t sign = (bits_of(v) >> 28) & 8u;
