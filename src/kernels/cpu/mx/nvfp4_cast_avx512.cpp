@@ -79,45 +79,57 @@ using philox_avx512::SrWords16;
 // on the shift pipes that Philox needs); behind an empty asm that hides their values they stay
 // in registers or are read as memory operands.
 struct StochasticCodeConstants16 {
-  __m512i sign, magnitude, half, byte;
-  __m512 six, two, to_256ths;
+  __m512i sign, magnitude, byte_field, bias;
+  __m512i rotate[4];  // random_bytes' left rotations of byte 0-3 to bits 14-21
+  __m512 six, half;
   StochasticCodeConstants16()
       : sign(_mm512_set1_epi32(8)),
         magnitude(_mm512_set1_epi32(0x7FFFFFFF)),
-        half(_mm512_set1_epi32(0x3F000000)),
-        byte(_mm512_set1_epi32(0xFF)),
+        byte_field(_mm512_set1_epi32(0xFF << 14)),
+        bias(_mm512_set1_epi32(static_cast<int>(0xC1000000u))),
         six(_mm512_set1_ps(kE2m1Max)),
-        two(_mm512_set1_ps(2.0f)),
-        to_256ths(_mm512_set1_ps(512.0f)) {
-    asm(""
-        : "+v"(sign), "+v"(magnitude), "+v"(half), "+v"(byte), "+v"(six), "+v"(two),
-          "+v"(to_256ths));
+        half(_mm512_set1_ps(0.5f)) {
+    for (int j = 0; j < 4; ++j) rotate[j] = _mm512_set1_epi32((14 - 8 * j) & 31);
+    asm("" : "+v"(sign), "+v"(magnitude), "+v"(byte_field), "+v"(bias), "+v"(six), "+v"(half));
   }
 };
 
-// Byte `byte` (0-3) of each lane of `words`: the lanes' random bits (philox.h, sr_byte).
+// Byte `byte` (0-3) of each lane of `words` (the lanes' random bits, philox.h's sr_byte) at bits
+// 14-21, with e2m1_codes_stochastic's bias 0xC1000000 above them (bits 24, 30, 31).
 inline __m512i random_bytes(__m512i words, int byte, const StochasticCodeConstants16& k) {
-  return _mm512_and_si512(_mm512_srl_epi32(words, _mm_cvtsi32_si128(8 * byte)), k.byte);
+  // (rotated & field) | bias
+  return _mm512_ternarylogic_epi32(_mm512_rolv_epi32(words, k.rotate[byte]), k.byte_field, k.bias,
+                                   0xEA);
 }
 
-// scalar::e2m1_code_stochastic on 16 lanes, `random` each lane's 8 bits (0-255): t as the max of
-// min(a, 2) * 512 truncated and (a - bits of 0.5) >> 14 (arithmetic), which is the latter from 2
-// on, the former below (where the latter is below it or negative) and both in [1, 2); the code
-// (t + random) >> 8 with v's sign. NaN lanes take e2m1_codes' answer; without kNan, v holds no
-// NaN the codes keep (a block whose product holds one is cast again by the scalar body).
+// scalar::e2m1_code_stochastic on 16 lanes, `random` each lane's 8 bits at bits 14-21 with the
+// bias above (random_bytes). With a = min(|v|, 6), u = max(a, (a + 1) / 2 rounded toward zero) is
+// a from 1 on and (a + 1) / 2 below, in [0.5, 6]; (bits(u) - bits(0.5)) >> 14 is t: from 1 on
+// the scalar body's (a's bits less 0.5's, shifted: below 2 this is a * 512 too), below 1
+// ((a + 1) / 2 - 0.5) * 2^10 = a * 512, truncated (the rounding toward zero drops only bits
+// below 2^-24). The code (t + random) >> 8 (0-7) is (bits(u) + random * 2^14 - 0x3F000000) >> 22,
+// which mod 2^10 is that with 0xC1000000 = 2^32 - 0x3F000000 added; v's sign into bit 3. NaN lanes
+// take e2m1_codes' answer; without kNan, v holds no NaN the codes keep (a block whose product
+// holds one is cast again by the scalar body). `magnitude` is |v|, which the statistics read too.
+template <bool kNan = true>
+inline __m512i e2m1_codes_stochastic(__m512 v, __m512 magnitude, __m512i random,
+                                     const StochasticCodeConstants16& k) {
+  const __m512 a = _mm512_min_ps(magnitude, k.six);
+  const __m512 u = _mm512_max_ps(
+      a, _mm512_fmadd_round_ps(a, k.half, k.half, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+  const __m512i code = _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(u), random), 22);
+  // code | ((v >> 28) & 8): the sign into bit 3
+  const __m512i signed_code =
+      _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(_mm512_castps_si512(v), 28), k.sign, 0xF8);
+  if constexpr (!kNan) return signed_code;
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  if (nan == 0) return signed_code;
+  return _mm512_mask_blend_epi32(nan, signed_code, e2m1_codes(v));
+}
 template <bool kNan = true>
 inline __m512i e2m1_codes_stochastic(__m512 v, __m512i random, const StochasticCodeConstants16& k) {
-  const __m512i x = _mm512_castps_si512(v);
-  const __m512 af = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(x, k.magnitude)), k.six);
-  const __m512i below2 = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_min_ps(af, k.two), k.to_256ths));
-  const __m512i from2 = _mm512_srai_epi32(_mm512_sub_epi32(_mm512_castps_si512(af), k.half), 14);
-  __m512i code = _mm512_srli_epi32(_mm512_add_epi32(_mm512_max_epi32(below2, from2), random), 8);
-  // code | ((x >> 28) & 8): the sign into bit 3
-  code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(x, 28), k.sign, 0xF8);
-  if constexpr (!kNan) return code;
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  if (nan == 0) return code;
-  return _mm512_mask_blend_epi32(nan, code, e2m1_codes(v));
+  return e2m1_codes_stochastic<kNan>(
+      v, _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), k.magnitude)), random, k);
 }
 
 // scalar::e2m1_code's magnitude bits (0-7) on 16 lanes y >= 0 that hold no NaN, by the FPU's
@@ -249,23 +261,26 @@ template <bool kSr, bool kStats, DType::Id kSrc>
     const __m512 x = load16(src, dtype, 16 * k);
     const __m512 y = _mm512_mul_ps(x, _mm512_set1_ps(g.f[k]));
     __m512i& c = c4[k % 4];
+    __m512 ay;  // |y|
     if constexpr (kSr) {
       // Block k's lanes read their bytes of a word of the blocks of column c0's group.
       const int64_t c0 = col + 16 * k;
       const __m512i word = sr->words(c0)[sr_word_index(static_cast<uint64_t>(c0))];
       // A NaN in y makes the block's factor NaN: the scalar body casts it again.
+      ay = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(y), sr_constants.magnitude));
       c = e2m1_codes_stochastic<false>(
-          y, random_bytes(word, sr_byte_index(static_cast<uint64_t>(c0)), sr_constants),
+          y, ay, random_bytes(word, sr_byte_index(static_cast<uint64_t>(c0)), sr_constants),
           sr_constants);
     } else {
       c = e2m1_codes_of_numbers(y);
+      ay = abs16(y);
     }
     if (k % 4 == 3) store_e2m1_blocks4(codes + 8 * (k - 3), c4[0], c4[1], c4[2], c4[3]);
     if constexpr (kStats) {
       // A block the scalar body casts counts zero here (its lanes' masks are cleared).
       const __mmask16 live = (g.to_scalar >> k) & 1 ? 0 : 0xFFFF;
       const __m512i one = _mm512_set1_epi32(1);
-      const __mmask16 over = _mm512_mask_cmp_ps_mask(live, abs16(y), six, _CMP_GT_OQ);
+      const __mmask16 over = _mm512_mask_cmp_ps_mask(live, ay, six, _CMP_GT_OQ);
       st->saturated = _mm512_mask_add_epi32(st->saturated, over, st->saturated, one);
       const __mmask16 zero_code = _mm512_mask_testn_epi32_mask(live, c, _mm512_set1_epi32(7));
       const __mmask16 nonzero = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_OQ);
