@@ -304,8 +304,7 @@ template <bool kSr, bool kStats, DType::Id kSrc>
 // saturated to a byte, picks the code from two 16-entry tables. The constants, read from memory.
 struct E2m1StepTable16 {
   __m512i low, high;      // the codes of b = 0..15 and 16..31 in each 128-bit lane
-  __m512i floor16, c15;   // -16 and 15: the indices b - 16 the tables read
-  __m512i top;            // 0x80: the low table's index b + 0x70 from max(b - 16, -16)
+  __m512i c15, sixteen;   // 15: the high table's index min(b - 16, 15); 16: the low's b from b - 16
   __m512i first_flushed;  // -15: b - 16 below it is code 0
   __m512i eight;          // the sign's bit of a code
   __m512i pair;           // maddubs weights 1, 16: two codes to a byte
@@ -315,9 +314,8 @@ struct E2m1StepTable16 {
   E2m1StepTable16()
       : low(_mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5))),
         high(_mm512_broadcast_i32x4(_mm_setr_epi8(6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7))),
-        floor16(_mm512_set1_epi8(-16)),
         c15(_mm512_set1_epi8(15)),
-        top(_mm512_set1_epi8(static_cast<char>(0x80))),
+        sixteen(_mm512_set1_epi8(16)),
         first_flushed(_mm512_set1_epi8(-15)),
         eight(_mm512_set1_epi8(8)),
         pair(_mm512_set1_epi16(0x1001)),
@@ -357,9 +355,10 @@ template <bool kStats>
                                          _mm512_packs_epi32(index[2], index[3]));
     const __mmask64 negative = _mm512_movepi8_mask(
         _mm512_packs_epi16(_mm512_packs_epi32(x[0], x[1]), _mm512_packs_epi32(x[2], x[3])));
-    const __m512i magnitudes = _mm512_or_si512(
-        _mm512_shuffle_epi8(t.high, _mm512_min_epi8(q, t.c15)),
-        _mm512_shuffle_epi8(t.low, _mm512_xor_si512(_mm512_max_epi8(q, t.floor16), t.top)));
+    // The larger of the two tables' codes (nvfp4_rows_avx2.cpp's e2m1_table_pairs).
+    const __m512i magnitudes =
+        _mm512_max_epu8(_mm512_shuffle_epi8(t.high, _mm512_min_epi8(q, t.c15)),
+                        _mm512_shuffle_epi8(t.low, _mm512_add_epi8(q, t.sixteen)));
     if constexpr (kStats) {
       // Code 0 and x nonzero: the packs of the magnitudes keep a nonzero one nonzero.
       const __m512i nonzero =

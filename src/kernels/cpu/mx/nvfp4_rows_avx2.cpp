@@ -51,8 +51,7 @@ using namespace nvfp4_avx2;
 // The constants of the table, read from memory.
 struct E2m1StepTable {
   __m256i low, high;      // the codes of b = 0..15 and 16..31 in each 128-bit half
-  __m256i floor16, c15;   // -16 and 15: the indices b - 16 the tables read
-  __m256i top;            // 0x80: the low table's index b + 0x70 from max(b - 16, -16)
+  __m256i c15, sixteen;   // 15: the high table's index min(b - 16, 15); 16: the low's b from b - 16
   __m256i first_flushed;  // -15: b - 16 below it is code 0
   __m256i eight;          // the sign's bit of a code
   __m256i pair;           // maddubs weights 1, 16: two codes to a byte
@@ -64,9 +63,8 @@ struct E2m1StepTable {
                              2, 2, 3, 3, 4, 4, 5, 5)),
         high(_mm256_setr_epi8(6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 7, 7, 7, 7, 7,
                               7, 7, 7, 7, 7, 7, 7, 7, 7)),
-        floor16(_mm256_set1_epi8(-16)),
         c15(_mm256_set1_epi8(15)),
-        top(_mm256_set1_epi8(static_cast<char>(0x80))),
+        sixteen(_mm256_set1_epi8(16)),
         first_flushed(_mm256_set1_epi8(-15)),
         eight(_mm256_set1_epi8(8)),
         pair(_mm256_set1_epi16(0x1001)),
@@ -100,9 +98,12 @@ template <bool kStats>
                                        _mm256_packs_epi32(index[2], index[3]));
   const __m256i signs =
       _mm256_packs_epi16(_mm256_packs_epi32(x[0], x[1]), _mm256_packs_epi32(x[2], x[3]));
-  const __m256i codes = _mm256_or_si256(
-      _mm256_shuffle_epi8(t.high, _mm256_min_epi8(q, t.c15)),
-      _mm256_shuffle_epi8(t.low, _mm256_xor_si256(_mm256_max_epi8(q, t.floor16), t.top)));
+  // q = b - 16: the high table's code at min(q, 15) where q >= 0 (0 where q's sign is set); the
+  // low table's at b = q + 16 where that lies in 0..15 (0 below, where b's sign is set), and where
+  // b >= 16 codes 0-5 (or 0, b's sign set from q >= 112) below the high table's 6 and 7. The
+  // larger of the two is b's code.
+  const __m256i codes = _mm256_max_epu8(_mm256_shuffle_epi8(t.high, _mm256_min_epi8(q, t.c15)),
+                                        _mm256_shuffle_epi8(t.low, _mm256_add_epi8(q, t.sixteen)));
   if constexpr (kStats) {
     saturated = _mm256_sub_epi32(saturated, _mm256_add_epi32(_mm256_add_epi32(over[0], over[1]),
                                                              _mm256_add_epi32(over[2], over[3])));
