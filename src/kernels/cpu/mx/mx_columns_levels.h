@@ -19,15 +19,19 @@ void mx_columns_fp8(const void* src, DType src_dtype, int64_t rows, int64_t cols
 void mx_columns_e2m1(const void* src, DType src_dtype, int64_t rows, int64_t cols, E8m0Rounding r,
                      uint8_t* codes, uint8_t* scales, MxStatsRun* runs);
 
-// MxKernels::encode_column_band of the AVX2 level.
-inline void encode_column_band(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                               Element e, E8m0Rounding r, uint8_t* codes, uint8_t* scales,
-                               MxStatsRun* runs) {
+// MxKernels::encode_column_band of a level whose E2M1 body is `E2m1`; FP8 by the AVX2 body.
+template <auto E2m1>
+void encode_column_band_with(const void* src, DType src_dtype, int64_t rows, int64_t cols,
+                             Element e, E8m0Rounding r, uint8_t* codes, uint8_t* scales,
+                             MxStatsRun* runs) {
   if (e == Element::kE2m1)
-    mx_columns_e2m1(src, src_dtype, rows, cols, r, codes, scales, runs);
+    E2m1(src, src_dtype, rows, cols, r, codes, scales, runs);
   else
     mx_columns_fp8(src, src_dtype, rows, cols, e, r, codes, scales, runs);
 }
+
+// MxKernels::encode_column_band of the AVX2 level.
+inline constexpr auto encode_column_band = encode_column_band_with<&mx_columns_e2m1>;
 
 }  // namespace avx2
 
@@ -39,14 +43,7 @@ void mx_columns_e2m1(const void* src, DType src_dtype, int64_t rows, int64_t col
                      uint8_t* codes, uint8_t* scales, MxStatsRun* runs);
 
 // MxKernels::encode_column_band of the AVX-512 level: FP8 by the AVX2 body.
-inline void encode_column_band(const void* src, DType src_dtype, int64_t rows, int64_t cols,
-                               Element e, E8m0Rounding r, uint8_t* codes, uint8_t* scales,
-                               MxStatsRun* runs) {
-  if (e == Element::kE2m1)
-    mx_columns_e2m1(src, src_dtype, rows, cols, r, codes, scales, runs);
-  else
-    avx2::mx_columns_fp8(src, src_dtype, rows, cols, e, r, codes, scales, runs);
-}
+inline constexpr auto encode_column_band = avx2::encode_column_band_with<&mx_columns_e2m1>;
 
 }  // namespace avx512
 
