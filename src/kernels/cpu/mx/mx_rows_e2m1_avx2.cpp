@@ -297,16 +297,34 @@ template <DType::Id kSrc, bool kStats>
   return _mm256_maddubs_epi16(nibbles, t.pair);
 }
 
-// The level's pairs for encode_fp4_groups (fp4_group_blocks): a bfloat16 source's pairs come as
-// dwords, a float32 source's as qwords.
+// Two blocks' code pairs (fp4_pairs) stored as 32 bytes at out in element order, streamed
+// (kStream) past the caches. kDwords: the pairs come as dwords [a 0-7, a 16-23, b 0-7, b 16-23 |
+// a 8-15, ...] (a bfloat16 source); else as qwords [a 0-15, b 0-15 | a 16-31, b 16-31] (a float32
+// source). Two elements a byte.
+template <bool kDwords, bool kStream>
+[[gnu::always_inline]] inline void store_fp4_pairs(uint8_t* out, __m256i a, __m256i b,
+                                                   const Fp4Table& t) {
+  const __m256i bytes = _mm256_packus_epi16(a, b);
+  const __m256i ordered = kDwords ? _mm256_permutevar8x32_epi32(bytes, t.dword_order)
+                                  : _mm256_permute4x64_epi64(bytes, 0xD8);
+  if constexpr (kStream)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out), ordered);
+  else
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
+}
+
+// The level's pairs and their store for encode_fp4_groups (fp4_group_blocks): a bfloat16
+// source's pairs come as dwords, a float32 source's as qwords.
 struct Fp4Avx2Body {
   using Table = Fp4Avx2Table;
-  template <DType::Id kSrc>
-  static constexpr bool kDwords = kSrc == DType::Id::bf16;
   template <DType::Id kSrc, bool kStats>
   [[gnu::always_inline]] static __m256i pairs(const void* src, int64_t j, int32_t off_bits,
                                               const Table& t, Fp4Counts& counts) {
     return fp4_pairs<kSrc, kStats>(src, j, off_bits, t, counts);
+  }
+  template <DType::Id kSrc, bool kStream>
+  [[gnu::always_inline]] static void store(uint8_t* out, __m256i a, __m256i b, const Table& t) {
+    store_fp4_pairs<kSrc == DType::Id::bf16, kStream>(out, a, b, t);
   }
 };
 

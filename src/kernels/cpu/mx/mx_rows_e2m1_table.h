@@ -80,22 +80,6 @@ struct Fp4Table {
         scale0_mul(_mm256_castps_si256(_mm256_set1_ps(0x1p126f))) {}
 };
 
-// Two blocks' code pairs (a level's fp4_pairs) stored as 32 bytes at out in element order,
-// streamed (kStream) past the caches. kDwords: the pairs come as dwords [a 0-7, a 16-23, b 0-7,
-// b 16-23 | a 8-15, ...] (a bfloat16 source at AVX2, every source at AVX-512); else as qwords
-// [a 0-15, b 0-15 | a 16-31, b 16-31] (a float32 source at AVX2). Two elements a byte.
-template <bool kDwords, bool kStream>
-[[gnu::always_inline]] inline void store_fp4_pairs(uint8_t* out, __m256i a, __m256i b,
-                                                   const Fp4Table& t) {
-  const __m256i bytes = _mm256_packus_epi16(a, b);
-  const __m256i ordered = kDwords ? _mm256_permutevar8x32_epi32(bytes, t.dword_order)
-                                  : _mm256_permute4x64_epi64(bytes, 0xD8);
-  if constexpr (kStream)
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(out), ordered);
-  else
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), ordered);
-}
-
 // Fp4Group of the eight blocks from element i, their scales into s: the codes and multipliers
 // of block_scales8 (floor), the table's blocks (E in [5, 254], or amax 0) and their offsets.
 template <DType::Id kSrc>
@@ -151,8 +135,7 @@ struct Fp4Counts {
 };
 
 // The eight blocks of a group from element i, two at a time: Body::pairs gives a block's code
-// pairs (32 elements from j, its offset off_bits), which store_fp4_pairs puts in element order
-// (as dwords where Body::kDwords<kSrc>).
+// pairs (32 elements from j, its offset off_bits), which Body::store puts in element order.
 template <class Body, DType::Id kSrc, bool kStats, bool kStream>
 [[gnu::always_inline]] inline void fp4_group_blocks(const void* src, int64_t i, const Fp4Group& g,
                                                     const typename Body::Table& t,
@@ -163,7 +146,7 @@ template <class Body, DType::Id kSrc, bool kStats, bool kStream>
     const __m256i pa = Body::template pairs<kSrc, kStats>(src, j, g.off[b], t, counts);
     const __m256i pb =
         Body::template pairs<kSrc, kStats>(src, j + kMxBlock, g.off[b + 1], t, counts);
-    store_fp4_pairs<Body::template kDwords<kSrc>, kStream>(codes + j / 2, pa, pb, t);
+    Body::template store<kSrc, kStream>(codes + j / 2, pa, pb, t);
   }
 }
 
