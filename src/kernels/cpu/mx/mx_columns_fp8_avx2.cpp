@@ -120,9 +120,10 @@ template <Element E>
       _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int32_t>(bits_of(lim.max))), add), none, bad);
 }
 
-// 32 code bytes to p, past the caches where `stream` (p then 32-byte aligned).
-[[gnu::always_inline]] inline void store_codes(uint8_t* p, __m256i v, bool stream) {
-  if (stream)
+// 32 code bytes to p, past the caches where kStream (p then 32-byte aligned).
+template <bool kStream>
+[[gnu::always_inline]] inline void store_codes(uint8_t* p, __m256i v) {
+  if constexpr (kStream)
     _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v);
   else
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
@@ -271,12 +272,90 @@ template <Element E, bool kStats>
   return !_mm256_testz_si256(any, any);
 }
 
+// A chunk's column constants for pass 2, a group of columns (16 bfloat16 or 8 float32 lanes) a
+// vector: round, sat_above and low_from (column_constants16's or column_constants32's, low_from
+// `from` - 1 in the lanes of low[g], 0 in the others), low (bit j: the group's column j has
+// nonzero elements below the normal codes) and the multipliers (a lane each).
+struct PassColumns {
+  const __m256i* round;
+  const __m256i* sat_above;
+  const __m256i* low_from;
+  const uint32_t* low;
+  const float* muls;
+};
+
+// The code bytes of one step of 32 columns (groups g, g + 1) of a bfloat16 row; with kLow, a
+// step with columns of low[] in float32 lanes where the row holds one of their nonzero elements
+// below the normal codes (with statistics in every row: the float32 lanes count those columns'
+// elements).
+template <Element E, bool kStats, bool kLow>
+[[gnu::always_inline]] inline __m256i bf16_step(const uint16_t* row, int64_t g,
+                                                const PassColumns& k, __m256i& sat, __m256i& sat32,
+                                                __m256i& flush32) {
+  using L = Bf16Lanes<E>;
+  const __m256i h0 = load16_bits(row + 16 * g), h1 = load16_bits(row + 16 * g + 16);
+  const __m256i x0 =
+      magnitude_codes<E, kStats, DType::Id::bf16>(h0, k.round[g], k.sat_above[g], sat);
+  const __m256i x1 =
+      magnitude_codes<E, kStats, DType::Id::bf16>(h1, k.round[g + 1], k.sat_above[g + 1], sat);
+  // packs keeps each value's sign in its byte's top bit; packus the codes (a zero's negative
+  // ones to 0), capped at the element's largest.
+  const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
+  const __m256i c = _mm256_min_epu8(_mm256_packus_epi16(x0, x1), _mm256_set1_epi8(L::kMaxCode));
+  const __m256i bytes = _mm256_permute4x64_epi64(_mm256_or_si256(c, sign), 0xD8);
+  if constexpr (kLow)
+    if (const uint32_t l = k.low[g] | (k.low[g + 1] << 16);
+        l && (kStats || below_normal(h0, h1, k.low_from[g], k.low_from[g + 1]))) [[unlikely]] {
+      const __m256 x[4] = {
+          widen8(_mm256_castsi256_si128(h0)), widen8(_mm256_extracti128_si256(h0, 1)),
+          widen8(_mm256_castsi256_si128(h1)), widen8(_mm256_extracti128_si256(h1, 1))};
+      return step_codes_f32<E, kStats>(x, k.muls + 16 * g, l, sat32, flush32);
+    }
+  return bytes;
+}
+
+// Pass 2 of a bfloat16 chunk: each of its n rows' codes (`groups` groups of 16 columns from src,
+// an even count) to codes, two steps of 32 columns a loop (one at the end), a line of the next
+// chunk fetched a 64 source bytes; kLow: the chunk has columns of low[].
+template <Element E, bool kStats, bool kStream, bool kLow>
+void bf16_rows_codes(const uint16_t* src, int64_t ld, int n, int64_t groups, uint8_t* codes,
+                     int64_t code_row, const PassColumns& cols, int64_t& saturated,
+                     int64_t& flushed, Ahead ahead) {
+  __m256i sat = _mm256_setzero_si256(), sat32 = sat, flush32 = sat;
+  for (int k = 0; k < n; ++k) {
+    const uint16_t* row = src + k * ld;
+    uint8_t* out = codes + k * code_row;
+    int64_t g = 0;
+    for (; g + 4 <= groups; g += 4) {
+      ahead.next_lines<2>();
+      const __m256i b0 = bf16_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32);
+      const __m256i b1 = bf16_step<E, kStats, kLow>(row, g + 2, cols, sat, sat32, flush32);
+      store_codes<kStream>(out + 16 * g, b0);
+      store_codes<kStream>(out + 16 * g + 32, b1);
+    }
+    if (g < groups) {
+      ahead.next();
+      store_codes<kStream>(out + 16 * g,
+                           bf16_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32));
+    }
+    // A lane counts at most 32 rows of 64 groups: within 16 bits.
+    if constexpr (kStats)
+      if ((k & 31) == 31 || k == n - 1) {
+        saturated -= lane_sum(_mm256_madd_epi16(sat, _mm256_set1_epi16(1)));
+        sat = _mm256_setzero_si256();
+      }
+  }
+  if constexpr (kStats) {
+    saturated += lane_sum(sat32);
+    flushed += lane_sum(flush32);
+  }
+}
+
 // A bfloat16 band's FP8 codes: chunks of `width` columns (a multiple of 32) from column c0.
 template <Element E, E8m0Rounding R, bool kStats>
 void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t width,
                     uint8_t* codes, int64_t code_row, uint8_t* scale_row, MxStatsRun* runs,
                     int64_t& saturated, int64_t& flushed, Ahead ahead, bool stream) {
-  using L = Bf16Lanes<E>;
   constexpr int64_t kMax = kChunkBytes / (kMxBlock * 2) / 16;
   alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax], low_from[kMax];
   const int64_t groups = width / 16;
@@ -326,45 +405,23 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
     if constexpr (kStats)
       record_columns<E, DType::Id::bf16>(runs + c0 + 16 * g, bits, s, mul, 16, fb);
   }
-  // Pass 2: each row's codes, two groups (32 columns, 32 bytes) a step; a step with columns of
-  // low[] in float32 lanes where the row holds one of their nonzero elements below the normal
-  // codes (with statistics in every row: the float32 lanes count those columns' elements).
-  __m256i sat = _mm256_setzero_si256(), sat32 = sat, flush32 = sat;
-  for (int k = 0; k < n; ++k) {
-    const uint16_t* row = src + k * ld + c0;
-    uint8_t* out = codes + k * code_row + c0;
-    for (int64_t g = 0; g < groups; g += 2) {
-      ahead.next();
-      const __m256i h0 = load16_bits(row + 16 * g), h1 = load16_bits(row + 16 * g + 16);
-      const __m256i x0 =
-          magnitude_codes<E, kStats, DType::Id::bf16>(h0, round[g], sat_above[g], sat);
-      const __m256i x1 =
-          magnitude_codes<E, kStats, DType::Id::bf16>(h1, round[g + 1], sat_above[g + 1], sat);
-      // packs keeps each value's sign in its byte's top bit; packus the codes (a zero's
-      // negative ones to 0), capped at the element's largest.
-      const __m256i sign = _mm256_and_si256(_mm256_packs_epi16(h0, h1), _mm256_set1_epi8(-128));
-      const __m256i c = _mm256_min_epu8(_mm256_packus_epi16(x0, x1), _mm256_set1_epi8(L::kMaxCode));
-      __m256i bytes = _mm256_permute4x64_epi64(_mm256_or_si256(c, sign), 0xD8);
-      if (const uint32_t l = low[g] | (low[g + 1] << 16);
-          l && (kStats || below_normal(h0, h1, low_from[g], low_from[g + 1]))) [[unlikely]] {
-        const __m256 x[4] = {
-            widen8(_mm256_castsi256_si128(h0)), widen8(_mm256_extracti128_si256(h0, 1)),
-            widen8(_mm256_castsi256_si128(h1)), widen8(_mm256_extracti128_si256(h1, 1))};
-        bytes = step_codes_f32<E, kStats>(x, muls + 16 * g, l, sat32, flush32);
-      }
-      store_codes(out + 16 * g, bytes, stream);
-    }
-    // A lane counts at most 32 rows of 64 groups: within 16 bits.
-    if constexpr (kStats)
-      if ((k & 31) == 31 || k == n - 1) {
-        saturated -= lane_sum(_mm256_madd_epi16(sat, _mm256_set1_epi16(1)));
-        sat = _mm256_setzero_si256();
-      }
-  }
-  if constexpr (kStats) {
-    saturated += lane_sum(sat32);
-    flushed += lane_sum(flush32);
-  }
+  // Pass 2: each row's codes (bf16_rows_codes), its loop chosen by whether the codes stream and
+  // whether a column of the chunk is in low[].
+  uint32_t any_low = 0;
+  for (int64_t g = 0; g < groups; ++g) any_low |= low[g];
+  const PassColumns cols{round, sat_above, low_from, low, muls};
+  const auto pass2 = [&]<bool kStream, bool kLow>() {
+    bf16_rows_codes<E, kStats, kStream, kLow>(src + c0, ld, n, groups, codes + c0, code_row, cols,
+                                              saturated, flushed, ahead);
+  };
+  if (stream && any_low)
+    pass2.template operator()<true, true>();
+  else if (stream)
+    pass2.template operator()<true, false>();
+  else if (any_low)
+    pass2.template operator()<false, true>();
+  else
+    pass2.template operator()<false, false>();
   // The streamed codes reach memory before the scalar body's stores overwrite some of them.
   bool fenced = !stream;
   for (int64_t g = 0; g < groups; ++g) {
@@ -394,12 +451,75 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
   return !_mm256_testc_si256(fine, _mm256_set1_epi32(-1));
 }
 
+// The code bytes of one step of 32 columns (groups g..g + 3) of a float32 row; with kLow, a step
+// with columns of low[] in float32 lanes where the row holds one of their nonzero elements below
+// the normal codes (with statistics in every row: the float32 lanes count those columns'
+// elements).
+template <Element E, bool kStats, bool kLow>
+[[gnu::always_inline]] inline __m256i f32_step(const float* row, int64_t g, const PassColumns& k,
+                                               __m256i& sat, __m256i& sat32, __m256i& flush32) {
+  using L = Bf16Lanes<E>;
+  __m256i v[4], c[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    v[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 8 * (g + q)));
+    c[q] =
+        magnitude_codes<E, kStats, DType::Id::f32>(v[q], k.round[g + q], k.sat_above[g + q], sat);
+  }
+  // packus makes a zero's negative code 0; packs keeps each value's sign in its top bit.
+  const __m256i codes8 = _mm256_min_epu8(
+      _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3])),
+      _mm256_set1_epi8(L::kMaxCode));
+  const __m256i sign =
+      _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+  const __m256i bytes = _mm256_or_si256(codes8, _mm256_and_si256(sign, _mm256_set1_epi8(-128)));
+  if constexpr (kLow)
+    if (const uint32_t l =
+            k.low[g] | (k.low[g + 1] << 8) | (k.low[g + 2] << 16) | (k.low[g + 3] << 24);
+        l && (kStats || below_normal32(v, k.low_from + g))) [[unlikely]] {
+      const __m256 x[4] = {_mm256_castsi256_ps(v[0]), _mm256_castsi256_ps(v[1]),
+                           _mm256_castsi256_ps(v[2]), _mm256_castsi256_ps(v[3])};
+      return step_codes_f32<E, kStats>(x, k.muls + 8 * g, l, sat32, flush32);
+    }
+  return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Pass 2 of a float32 chunk: each of its n rows' codes (`groups` groups of 8 columns from src, a
+// multiple of 4) to codes, two steps of 32 columns a loop (one at the end), a line of the next
+// chunk fetched a 64 source bytes; kLow: the chunk has columns of low[].
+template <Element E, bool kStats, bool kStream, bool kLow>
+void f32_rows_codes(const float* src, int64_t ld, int n, int64_t groups, uint8_t* codes,
+                    int64_t code_row, const PassColumns& cols, int64_t& saturated, int64_t& flushed,
+                    Ahead ahead) {
+  __m256i sat = _mm256_setzero_si256(), sat32 = sat, flush32 = sat;
+  for (int k = 0; k < n; ++k) {
+    const float* row = src + k * ld;
+    uint8_t* out = codes + k * code_row;
+    int64_t g = 0;
+    for (; g + 8 <= groups; g += 8) {
+      ahead.next_lines<4>();
+      const __m256i b0 = f32_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32);
+      const __m256i b1 = f32_step<E, kStats, kLow>(row, g + 4, cols, sat, sat32, flush32);
+      store_codes<kStream>(out + 8 * g, b0);
+      store_codes<kStream>(out + 8 * g + 32, b1);
+    }
+    if (g < groups) {
+      ahead.next_lines<2>();
+      store_codes<kStream>(out + 8 * g,
+                           f32_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32));
+    }
+  }
+  if constexpr (kStats) {
+    saturated += lane_sum(sat32) - lane_sum(sat);
+    flushed += lane_sum(flush32);
+  }
+}
+
 // A float32 band's FP8 codes: chunks of `width` columns (a multiple of 32) from column c0.
 template <Element E, E8m0Rounding R, bool kStats>
 void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t width, uint8_t* codes,
                    int64_t code_row, uint8_t* scale_row, MxStatsRun* runs, int64_t& saturated,
                    int64_t& flushed, Ahead ahead, bool stream) {
-  using L = Bf16Lanes<E>;
   constexpr int64_t kMax = kChunkBytes / (kMxBlock * 4) / 8;
   alignas(32) __m256i amax[kMax], lowest[kMax], round[kMax], sat_above[kMax], low_from[kMax];
   const int64_t groups = width / 8;
@@ -428,44 +548,23 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
     fallback[g] = fb;
     if constexpr (kStats) record_columns<E, DType::Id::f32>(runs + c0 + 8 * g, bits, s, mul, 8, fb);
   }
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  __m256i sat = _mm256_setzero_si256(), sat32 = sat, flush32 = sat;
-  for (int k = 0; k < n; ++k) {
-    const float* row = src + k * ld + c0;
-    uint8_t* out = codes + k * code_row + c0;
-    for (int64_t g = 0; g < groups; g += 4) {
-      ahead.next_lines<2>();
-      __m256i v[4], c[4];
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; ++q) {
-        v[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 8 * (g + q)));
-        c[q] =
-            magnitude_codes<E, kStats, DType::Id::f32>(v[q], round[g + q], sat_above[g + q], sat);
-      }
-      // packus makes a zero's negative code 0; packs keeps each value's sign in its top bit.
-      const __m256i codes8 = _mm256_min_epu8(
-          _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3])),
-          _mm256_set1_epi8(L::kMaxCode));
-      const __m256i sign =
-          _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
-      const __m256i bytes = _mm256_or_si256(codes8, _mm256_and_si256(sign, _mm256_set1_epi8(-128)));
-      __m256i ordered = _mm256_permutevar8x32_epi32(bytes, order);
-      // A step with columns of low[] in float32 lanes where the row holds one of their nonzero
-      // elements below the normal codes (with statistics in every row: the float32 lanes count
-      // those columns' elements).
-      if (const uint32_t l = low[g] | (low[g + 1] << 8) | (low[g + 2] << 16) | (low[g + 3] << 24);
-          l && (kStats || below_normal32(v, low_from + g))) [[unlikely]] {
-        const __m256 x[4] = {_mm256_castsi256_ps(v[0]), _mm256_castsi256_ps(v[1]),
-                             _mm256_castsi256_ps(v[2]), _mm256_castsi256_ps(v[3])};
-        ordered = step_codes_f32<E, kStats>(x, muls + 8 * g, l, sat32, flush32);
-      }
-      store_codes(out + 8 * g, ordered, stream);
-    }
-  }
-  if constexpr (kStats) {
-    saturated += lane_sum(sat32) - lane_sum(sat);
-    flushed += lane_sum(flush32);
-  }
+  // Pass 2: each row's codes (f32_rows_codes), its loop chosen by whether the codes stream and
+  // whether a column of the chunk is in low[].
+  uint32_t any_low = 0;
+  for (int64_t g = 0; g < groups; ++g) any_low |= low[g];
+  const PassColumns cols{round, sat_above, low_from, low, muls};
+  const auto pass2 = [&]<bool kStream, bool kLow>() {
+    f32_rows_codes<E, kStats, kStream, kLow>(src + c0, ld, n, groups, codes + c0, code_row, cols,
+                                             saturated, flushed, ahead);
+  };
+  if (stream && any_low)
+    pass2.template operator()<true, true>();
+  else if (stream)
+    pass2.template operator()<true, false>();
+  else if (any_low)
+    pass2.template operator()<false, true>();
+  else
+    pass2.template operator()<false, false>();
   // The streamed codes reach memory before the scalar body's stores overwrite some of them.
   bool fenced = !stream;
   for (int64_t g = 0; g < groups; ++g) {
