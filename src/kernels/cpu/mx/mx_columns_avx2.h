@@ -19,24 +19,23 @@ constexpr int64_t kChunkBytes = 256 * 1024;
 // second pass reads (a burst of fetches is dropped where the miss buffers are full), so that its
 // first pass reads from L2.
 struct Ahead {
-  const char* base = nullptr;  // row 0's first byte; null: nothing to fetch
+  const char* at = nullptr;       // the next line
+  const char* row_end = nullptr;  // the end of at's row's bytes to fetch
   int64_t row_bytes = 0;
   int64_t ld_bytes = 0;
-  int rows = 0;
-  int row = 0;
-  int64_t at = 0;  // the next line's offset in `row`
+  int rows = 0;  // rows left to fetch, at's among them; 0: nothing to fetch
   [[gnu::always_inline]] void next() { next_lines<1>(); }
-  // kN lines at once: row_bytes a multiple of 64 kN.
+  // kN lines at once (a row's last call may fetch lines past its end: a hint, never a fault).
   template <int kN>
   [[gnu::always_inline]] void next_lines() {
-    if (row >= rows) return;
-    const char* p = base + row * ld_bytes + at;
+    if (rows <= 0) return;
 #pragma GCC unroll 4
-    for (int i = 0; i < kN; ++i) _mm_prefetch(p + 64 * i, _MM_HINT_T1);
+    for (int i = 0; i < kN; ++i) _mm_prefetch(at + 64 * i, _MM_HINT_T1);
     at += 64 * kN;
-    if (at >= row_bytes) {
-      at = 0;
-      ++row;
+    if (at >= row_end) {
+      row_end += ld_bytes;
+      at = row_end - row_bytes;
+      --rows;
     }
   }
 };
@@ -108,8 +107,9 @@ void walk_column_bands(const void* src, int64_t rows, int64_t cols, uint8_t* cod
       const int64_t next_r0 = c0 + w < vec_cols ? r0 : r0 + kMxBlock;
       const int64_t next_c0 = c0 + w < vec_cols ? c0 + w : 0;
       if (next_r0 < rows) {
-        ahead.base = static_cast<const char*>(at(src, dtype, next_r0 * cols + next_c0));
+        ahead.at = static_cast<const char*>(at(src, dtype, next_r0 * cols + next_c0));
         ahead.row_bytes = std::min(kWidth, vec_cols - next_c0) * kItem;
+        ahead.row_end = ahead.at + ahead.row_bytes;
         ahead.ld_bytes = cols * kItem;
         ahead.rows = static_cast<int>(std::min(kMxBlock, rows - next_r0));
       }
