@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -81,6 +82,68 @@ inline unsigned column_constants16(const uint32_t* bits, const float* mul, __m25
   from = _mm256_permute4x64_epi64(_mm256_packs_epi32(f[0], f[1]), 0xD8);
   sat_above = _mm256_permute4x64_epi64(_mm256_packs_epi32(t[0], t[1]), 0xD8);
   return fallback;
+}
+
+// Under rceil, the scale codes (to scale[0..15]), multipliers (to mul[0..15]) and 16-bit lanes'
+// constants (column_constants16's, with low[]'s lanes folded in as fp8_chunk_bf16 folds them) of
+// 16 columns straight from their bfloat16 amax bits and least |x| - 1 (column j in lane j), in
+// 16-bit lanes: block_scales8's code (amax's exponent less the element's, plus one where its
+// mantissa exceeds the element max's, whose low 16 bits are 0) and column_constants16's
+// constants of e = 127 - code (0 for a zero amax, whose multiplier is 1). Returns false, writing
+// nothing, where a column's amax is infinite or NaN or its nonzero code is below 2 (block_scales8's
+// special lanes) or below the element's bias (column_constants16's fallback): the general path
+// takes those groups.
+template <Element E>
+[[gnu::always_inline]] inline bool rceil_columns16(__m256i amax, __m256i lowest, uint8_t* scale,
+                                                   float* mul, __m256i& round, __m256i& sat_above,
+                                                   __m256i& low_from, uint32_t& low) {
+  using L = Bf16Lanes<E>;
+  constexpr ElementLimits lim = element_limits(E);
+  constexpr uint32_t kFrac = std::bit_cast<uint32_t>(lim.max) & 0x7FFFFFu;
+  static_assert((kFrac & 0xFFFFu) == 0, "the element max's mantissa within bfloat16's");
+  constexpr int kDrop = 7 - L::kMant;
+  constexpr int kMaxBits = (L::kMaxCode + ((127 - L::kBias) << L::kMant)) << kDrop;
+  constexpr int kRound = (1 << (kDrop - 1)) - 1 - (((127 - L::kBias) << L::kMant) << kDrop);
+  constexpr int kLeast = std::max(2, L::kBias);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i above = _mm256_cmpgt_epi16(_mm256_and_si256(amax, _mm256_set1_epi16(0x7F)),
+                                           _mm256_set1_epi16(static_cast<int16_t>(kFrac >> 16)));
+  const __m256i code = _mm256_sub_epi16(
+      _mm256_sub_epi16(_mm256_srli_epi16(amax, 7), _mm256_set1_epi16(lim.max_pow2)), above);
+  const __m256i none = _mm256_cmpeq_epi16(amax, zero);
+  const __m256i ok = _mm256_or_si256(
+      none, _mm256_and_si256(_mm256_cmpgt_epi16(_mm256_set1_epi16(0x7F80), amax),
+                             _mm256_cmpgt_epi16(code, _mm256_set1_epi16(kLeast - 1))));
+  if (_mm256_movemask_epi8(ok) != -1) return false;
+  const __m256i c = _mm256_andnot_si256(none, code);
+  const __m256i e = _mm256_andnot_si256(none, _mm256_sub_epi16(_mm256_set1_epi16(127), c));
+  const __m256i add = _mm256_slli_epi16(e, 7);
+  round = _mm256_add_epi16(add, _mm256_set1_epi16(kRound));
+  const __m256i from =
+      _mm256_max_epi16(_mm256_slli_epi16(_mm256_sub_epi16(_mm256_set1_epi16(128 - L::kBias), e), 7),
+                       _mm256_set1_epi16(0x80));
+  // Lanes with a nonzero |x| below `from` (lowest < from - 1, unsigned) are low[]'s: no
+  // saturation there (the float32 lanes count them), low_from their from - 1.
+  const __m256i from1 = _mm256_sub_epi16(from, _mm256_set1_epi16(1));
+  const __m256i fine = _mm256_cmpeq_epi16(_mm256_subs_epu16(from1, lowest), zero);
+  const auto fine_bits =
+      static_cast<unsigned>(_mm256_movemask_epi8(_mm256_packs_epi16(fine, fine)));
+  low = ~((fine_bits & 0xFFu) | ((fine_bits >> 8) & 0xFF00u)) & 0xFFFFu;
+  sat_above = _mm256_blendv_epi8(_mm256_set1_epi16(0x7FFF),
+                                 _mm256_subs_epi16(_mm256_set1_epi16(kMaxBits), add), fine);
+  low_from = _mm256_andnot_si256(fine, from1);
+  // The codes as bytes (packus: [0-7, 0-7 | 8-15, 8-15]), the multipliers 2^(127 - c), 1 for 0.
+  const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(c, c), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(scale), _mm256_castsi256_si128(bytes));
+  for (int h = 0; h < 2; ++h) {
+    const __m256i c32 =
+        _mm256_cvtepu16_epi32(h ? _mm256_extracti128_si256(c, 1) : _mm256_castsi256_si128(c));
+    const __m256i m = _mm256_blendv_epi8(
+        _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), c32), 23),
+        _mm256_castps_si256(_mm256_set1_ps(1.0f)), _mm256_cmpeq_epi32(c32, zero));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(mul + 8 * h), m);
+  }
+  return true;
 }
 
 // The 32-bit lanes' constants of 8 columns' blocks (column j in lane j) from their amax bits
@@ -370,13 +433,19 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
   for (int64_t g = 0; g < groups; ++g) {
     alignas(32) uint32_t bits[16];
     float* mul = muls + 16 * g;
+    uint8_t* s = scale_row + c0 + 16 * g;
+    if constexpr (R == E8m0Rounding::kRceil && !kStats)
+      if (rceil_columns16<E>(amax[g], lowest[g], s, mul, round[g], sat_above[g], low_from[g],
+                             low[g])) {
+        fallback[g] = 0;
+        continue;
+      }
     _mm256_store_si256(
         reinterpret_cast<__m256i*>(bits),
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(amax[g])), 16));
     _mm256_store_si256(
         reinterpret_cast<__m256i*>(bits + 8),
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(amax[g], 1)), 16));
-    uint8_t* s = scale_row + c0 + 16 * g;
     scales8<E, R>(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits)), s, mul);
     scales8<E, R>(_mm256_load_si256(reinterpret_cast<const __m256i*>(bits + 8)), s + 8, mul + 8);
     __m256i from;
