@@ -183,6 +183,57 @@ template <Element E>
       _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int32_t>(bits_of(lim.max))), add), none, bad);
 }
 
+// rceil_columns16 for 8 float32 columns in 32-bit lanes: their scale codes, multipliers and
+// column_constants32's constants (with low[]'s lanes folded in as fp8_chunk_f32 folds them)
+// straight from their amax bits and least |x| - 1. Returns false, writing nothing, where a
+// column's amax is infinite or NaN or its nonzero code is below 2 or the element's bias.
+template <Element E>
+[[gnu::always_inline]] inline bool rceil_columns32(__m256i amax, __m256i lowest, uint8_t* scale,
+                                                   float* mul, __m256i& round, __m256i& sat_above,
+                                                   __m256i& low_from, uint32_t& low) {
+  constexpr ElementLimits lim = element_limits(E);
+  constexpr int kBias = Bf16Lanes<E>::kBias;
+  constexpr int kDrop = 23 - Bf16Lanes<E>::kMant;
+  constexpr int kRound = (1 << (kDrop - 1)) - 1 - ((127 - kBias) << 23);
+  constexpr int kLeast = std::max(2, kBias);
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i above = _mm256_cmpgt_epi32(
+      _mm256_and_si256(amax, _mm256_set1_epi32(0x7FFFFF)),
+      _mm256_set1_epi32(static_cast<int32_t>(std::bit_cast<uint32_t>(lim.max) & 0x7FFFFFu)));
+  const __m256i code = _mm256_sub_epi32(
+      _mm256_sub_epi32(_mm256_srli_epi32(amax, 23), _mm256_set1_epi32(lim.max_pow2)), above);
+  const __m256i none = _mm256_cmpeq_epi32(amax, zero);
+  const __m256i ok = _mm256_or_si256(
+      none, _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(0x7F800000), amax),
+                             _mm256_cmpgt_epi32(code, _mm256_set1_epi32(kLeast - 1))));
+  if (_mm256_movemask_ps(_mm256_castsi256_ps(ok)) != 0xFF) return false;
+  const __m256i c = _mm256_andnot_si256(none, code);
+  const __m256i e = _mm256_andnot_si256(none, _mm256_sub_epi32(_mm256_set1_epi32(127), c));
+  const __m256i add = _mm256_slli_epi32(e, 23);
+  round = _mm256_add_epi32(add, _mm256_set1_epi32(kRound));
+  // e <= 127 - kBias: (128 - kBias - e) << 23 is at least float32's smallest normal.
+  const __m256i floor =
+      _mm256_sub_epi32(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(128 - kBias), e), 23),
+                       _mm256_set1_epi32(1));
+  // Lanes with a nonzero |x| below `from` (lowest < from - 1, unsigned) are low[]'s: no
+  // saturation there (the float32 lanes count them), low_from their from - 1.
+  const __m256i fine = _mm256_cmpeq_epi32(_mm256_max_epu32(lowest, floor), lowest);
+  low = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(fine))) & 0xFFu;
+  sat_above = _mm256_blendv_epi8(
+      _mm256_set1_epi32(0x7FFFFFFF),
+      _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int32_t>(std::bit_cast<uint32_t>(lim.max))),
+                       add),
+      fine);
+  low_from = _mm256_andnot_si256(fine, floor);
+  // The multipliers 2^(127 - c), 1 for 0.
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(scale), bytes_of(c));
+  _mm256_storeu_si256(
+      reinterpret_cast<__m256i*>(mul),
+      _mm256_blendv_epi8(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), c), 23),
+                         _mm256_castps_si256(_mm256_set1_ps(1.0f)), none));
+  return true;
+}
+
 // 32 code bytes to p, past the caches where kStream (p then 32-byte aligned).
 template <bool kStream>
 [[gnu::always_inline]] inline void store_codes(uint8_t* p, __m256i v) {
@@ -601,8 +652,14 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
   for (int64_t g = 0; g < groups; ++g) {
     alignas(32) uint32_t bits[8];
     float* mul = muls + 8 * g;
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[g]);
     uint8_t* s = scale_row + c0 + 8 * g;
+    if constexpr (R == E8m0Rounding::kRceil && !kStats)
+      if (rceil_columns32<E>(amax[g], lowest[g], s, mul, round[g], sat_above[g], low_from[g],
+                             low[g])) {
+        fallback[g] = 0;
+        continue;
+      }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[g]);
     scales8<E, R>(amax[g], s, mul);
     __m256i from, bad;
     column_constants32<E>(amax[g], mul, round[g], from, sat_above[g], bad);
