@@ -15,6 +15,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/common/stream_codes.h"
 #include "kernels/cpu/fp8/fp8_codes_avx2.h"
@@ -398,6 +399,23 @@ struct PassColumns {
   const float* muls;
 };
 
+// Calls f.template operator()<kStream, kLow>() for whether the codes stream and whether a column
+// of the chunk's `groups` groups is in low[] (bit j of low[g]: the group's column j).
+template <class F>
+[[gnu::always_inline]] inline void for_stream_and_low(bool stream, const uint32_t* low,
+                                                      int64_t groups, F&& f) {
+  uint32_t any = 0;
+  for (int64_t g = 0; g < groups; ++g) any |= low[g];
+  if (stream && any)
+    f.template operator()<true, true>();
+  else if (stream)
+    f.template operator()<true, false>();
+  else if (any)
+    f.template operator()<false, true>();
+  else
+    f.template operator()<false, false>();
+}
+
 // The code bytes of one step of 32 columns (groups g, g + 1) of a bfloat16 row; with kLow, a
 // step with columns of low[] in float32 lanes where the row holds one of their nonzero elements
 // below the normal codes (with statistics in every row: the float32 lanes count those columns'
@@ -428,39 +446,47 @@ template <Element E, bool kStats, bool kLow>
   return bytes;
 }
 
-// Pass 2 of a bfloat16 chunk: each of its n rows' codes (`groups` groups of 16 columns from src,
-// an even count) to codes, two steps of 32 columns a loop (one at the end), a line of the next
+// Pass 2 of a chunk: each of its n rows' codes (`groups` groups of columns from src, a whole
+// number of 32-column steps) to codes, two steps a loop (one at the end), a line of the next
 // chunk fetched a 64 source bytes; kLow: the chunk has columns of low[].
-template <Element E, bool kStats, bool kStream, bool kLow>
-void bf16_rows_codes(const uint16_t* src, int64_t ld, int n, int64_t groups, uint8_t* codes,
-                     int64_t code_row, const PassColumns& cols, int64_t& saturated,
-                     int64_t& flushed, Ahead ahead) {
+template <DType::Id kSrc, Element E, bool kStats, bool kStream, bool kLow>
+void rows_codes(const void* src, int64_t ld, int n, int64_t groups, uint8_t* codes,
+                int64_t code_row, const PassColumns& cols, int64_t& saturated, int64_t& flushed,
+                Ahead ahead) {
+  constexpr bool k16 = kSrc == DType::Id::bf16;
+  using T = std::conditional_t<k16, uint16_t, float>;
+  constexpr int64_t kStep = k16 ? 2 : 4;  // groups a step
+  constexpr int kLines = k16 ? 1 : 2;     // source lines a step
   __m256i sat = _mm256_setzero_si256(), sat32 = sat, flush32 = sat;
+  const auto step = [&](const T* row, int64_t g) __attribute__((always_inline)) {
+    if constexpr (k16)
+      return bf16_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32);
+    else
+      return f32_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32);
+  };
   for (int k = 0; k < n; ++k) {
-    const uint16_t* row = src + k * ld;
+    const T* row = static_cast<const T*>(src) + k * ld;
     uint8_t* out = codes + k * code_row;
     int64_t g = 0;
-    for (; g + 4 <= groups; g += 4) {
-      ahead.next_lines<2>();
-      const __m256i b0 = bf16_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32);
-      const __m256i b1 = bf16_step<E, kStats, kLow>(row, g + 2, cols, sat, sat32, flush32);
-      store_codes<kStream>(out + 16 * g, b0);
-      store_codes<kStream>(out + 16 * g + 32, b1);
+    for (; g + 2 * kStep <= groups; g += 2 * kStep) {
+      ahead.next_lines<2 * kLines>();
+      const __m256i b0 = step(row, g), b1 = step(row, g + kStep);
+      store_codes<kStream>(out + 32 / kStep * g, b0);
+      store_codes<kStream>(out + 32 / kStep * g + 32, b1);
     }
     if (g < groups) {
-      ahead.next();
-      store_codes<kStream>(out + 16 * g,
-                           bf16_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32));
+      ahead.next_lines<kLines>();
+      store_codes<kStream>(out + 32 / kStep * g, step(row, g));
     }
-    // A lane counts at most 32 rows of 64 groups: within 16 bits.
-    if constexpr (kStats)
+    // bfloat16: a 16-bit lane counts at most 32 rows of 64 groups.
+    if constexpr (kStats && k16)
       if ((k & 31) == 31 || k == n - 1) {
         saturated -= lane_sum(_mm256_madd_epi16(sat, _mm256_set1_epi16(1)));
         sat = _mm256_setzero_si256();
       }
   }
   if constexpr (kStats) {
-    saturated += lane_sum(sat32);
+    saturated += lane_sum(sat32) - lane_sum(sat);
     flushed += lane_sum(flush32);
   }
 }
@@ -525,23 +551,12 @@ void fp8_chunk_bf16(const uint16_t* src, int64_t ld, int n, int64_t c0, int64_t 
     if constexpr (kStats)
       record_columns<E, DType::Id::bf16>(runs + c0 + 16 * g, bits, s, mul, 16, fb);
   }
-  // Pass 2: each row's codes (bf16_rows_codes), its loop chosen by whether the codes stream and
-  // whether a column of the chunk is in low[].
-  uint32_t any_low = 0;
-  for (int64_t g = 0; g < groups; ++g) any_low |= low[g];
+  // Pass 2: each row's codes.
   const PassColumns cols{round, sat_above, low_from, low, muls};
-  const auto pass2 = [&]<bool kStream, bool kLow>() {
-    bf16_rows_codes<E, kStats, kStream, kLow>(src + c0, ld, n, groups, codes + c0, code_row, cols,
-                                              saturated, flushed, ahead);
-  };
-  if (stream && any_low)
-    pass2.template operator()<true, true>();
-  else if (stream)
-    pass2.template operator()<true, false>();
-  else if (any_low)
-    pass2.template operator()<false, true>();
-  else
-    pass2.template operator()<false, false>();
+  for_stream_and_low(stream, low, groups, [&]<bool kStream, bool kLow>() {
+    rows_codes<DType::Id::bf16, E, kStats, kStream, kLow>(
+        src + c0, ld, n, groups, codes + c0, code_row, cols, saturated, flushed, ahead);
+  });
   // The streamed codes reach memory before the scalar body's stores overwrite some of them.
   bool fenced = !stream;
   for (int64_t g = 0; g < groups; ++g) {
@@ -604,37 +619,6 @@ template <Element E, bool kStats, bool kLow>
   return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// Pass 2 of a float32 chunk: each of its n rows' codes (`groups` groups of 8 columns from src, a
-// multiple of 4) to codes, two steps of 32 columns a loop (one at the end), a line of the next
-// chunk fetched a 64 source bytes; kLow: the chunk has columns of low[].
-template <Element E, bool kStats, bool kStream, bool kLow>
-void f32_rows_codes(const float* src, int64_t ld, int n, int64_t groups, uint8_t* codes,
-                    int64_t code_row, const PassColumns& cols, int64_t& saturated, int64_t& flushed,
-                    Ahead ahead) {
-  __m256i sat = _mm256_setzero_si256(), sat32 = sat, flush32 = sat;
-  for (int k = 0; k < n; ++k) {
-    const float* row = src + k * ld;
-    uint8_t* out = codes + k * code_row;
-    int64_t g = 0;
-    for (; g + 8 <= groups; g += 8) {
-      ahead.next_lines<4>();
-      const __m256i b0 = f32_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32);
-      const __m256i b1 = f32_step<E, kStats, kLow>(row, g + 4, cols, sat, sat32, flush32);
-      store_codes<kStream>(out + 8 * g, b0);
-      store_codes<kStream>(out + 8 * g + 32, b1);
-    }
-    if (g < groups) {
-      ahead.next_lines<2>();
-      store_codes<kStream>(out + 8 * g,
-                           f32_step<E, kStats, kLow>(row, g, cols, sat, sat32, flush32));
-    }
-  }
-  if constexpr (kStats) {
-    saturated += lane_sum(sat32) - lane_sum(sat);
-    flushed += lane_sum(flush32);
-  }
-}
-
 // A float32 band's FP8 codes: chunks of `width` columns (a multiple of 32) from column c0.
 template <Element E, E8m0Rounding R, bool kStats>
 void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t width, uint8_t* codes,
@@ -674,23 +658,12 @@ void fp8_chunk_f32(const float* src, int64_t ld, int n, int64_t c0, int64_t widt
     fallback[g] = fb;
     if constexpr (kStats) record_columns<E, DType::Id::f32>(runs + c0 + 8 * g, bits, s, mul, 8, fb);
   }
-  // Pass 2: each row's codes (f32_rows_codes), its loop chosen by whether the codes stream and
-  // whether a column of the chunk is in low[].
-  uint32_t any_low = 0;
-  for (int64_t g = 0; g < groups; ++g) any_low |= low[g];
+  // Pass 2: each row's codes.
   const PassColumns cols{round, sat_above, low_from, low, muls};
-  const auto pass2 = [&]<bool kStream, bool kLow>() {
-    f32_rows_codes<E, kStats, kStream, kLow>(src + c0, ld, n, groups, codes + c0, code_row, cols,
-                                             saturated, flushed, ahead);
-  };
-  if (stream && any_low)
-    pass2.template operator()<true, true>();
-  else if (stream)
-    pass2.template operator()<true, false>();
-  else if (any_low)
-    pass2.template operator()<false, true>();
-  else
-    pass2.template operator()<false, false>();
+  for_stream_and_low(stream, low, groups, [&]<bool kStream, bool kLow>() {
+    rows_codes<DType::Id::f32, E, kStats, kStream, kLow>(src + c0, ld, n, groups, codes + c0,
+                                                         code_row, cols, saturated, flushed, ahead);
+  });
   // The streamed codes reach memory before the scalar body's stores overwrite some of them.
   bool fenced = !stream;
   for (int64_t g = 0; g < groups; ++g) {
