@@ -5,9 +5,11 @@
 // in cache, each row's codes under its columns' constants, written in the source's layout. The
 // codes are cast on the source's bits (16-bit lanes for bfloat16, 32-bit for float32) under
 // power-of-2 multipliers, one a lane; a step of 32 columns holding a column with nonzero elements
-// below the normal codes in float32 lanes (subnormal codes too) as the row is cast. A column whose
-// block the lanes do not cast (an infinite or NaN amax, a multiplier that is not a normal power
-// of 2) is encoded again by the scalar body (encode_column_block_scalar).
+// below the normal codes in float32 lanes (subnormal codes too) as the row is cast. Under rceil
+// without statistics, a group's scales and constants come straight from its amax in the source's
+// lanes (rceil_columns16, rceil_columns32), the general path taking only groups with special
+// columns. A column whose block the lanes do not cast (an infinite or NaN amax, a multiplier that
+// is not a normal power of 2) is encoded again by the scalar body (encode_column_block_scalar).
 #include <immintrin.h>
 #include <omp.h>
 
