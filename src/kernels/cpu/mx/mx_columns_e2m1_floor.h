@@ -127,8 +127,8 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
   for (int k = 0; k < n; ++k) {
     uint8_t* out = codes + k * code_row + c0 / 2;
     __m256i sat = _mm256_setzero_si256(), flush = _mm256_setzero_si256();
-    // 64 columns (32 code bytes) from group g.
-    const auto step = [&](int64_t g) __attribute__((always_inline)) {
+    for (int64_t g = 0; g < groups; g += 8) {  // 64 columns: 32 bytes
+      ahead.next_lines<kItem>();               // 64 columns: 2 or 4 lines
       __m256i pairs[2];
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
@@ -197,17 +197,6 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
         _mm256_stream_si256(reinterpret_cast<__m256i*>(out + 4 * g), ordered);
       else
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 4 * g), ordered);
-    };
-    // Two steps a loop (one at the end), their 2 or 4 lines each fetched.
-    int64_t g = 0;
-    for (; g + 16 <= groups; g += 16) {
-      ahead.next_lines<2 * kItem>();
-      step(g);
-      step(g + 8);
-    }
-    if (g < groups) {
-      ahead.next_lines<kItem>();
-      step(g);
     }
     if constexpr (kStats) {
       saturated += kBf16 ? byte_sum(sat) : lane_sum(sat);
