@@ -1,6 +1,7 @@
 // AVX2 (+FMA, F16C) body of the NVFP4 row cast of a bfloat16 source rounded to nearest, which
 // casts the 16x16 tiles' rows too from the tiles' amax (nvfp4_tiles.cpp): each block's codes by
-// 16-bit compares of its magnitudes against its scale code's thresholds, 16 blocks' amax and
+// 16-bit compares of its magnitudes against its scale code's thresholds (in 16-block groups, the
+// thresholds that double octave by octave by two saturating subtractions), 16 blocks' amax and
 // scale codes at once in 16-bit lanes (by 16-bit compares of the amax's bits against the
 // per-tensor-scale thresholds), or 8 at a time in 32-bit lanes; the statistics counted in bytes.
 // Groups the thresholds do not serve (a NaN amax, a factor with no row) take the float32 lanes
@@ -50,12 +51,25 @@ using namespace nvfp4_avx2;
 // r_j) (r_j the bucket's threshold, or its end), and its negation (r_j - 1 - 1024 count_j - d)
 // >> 10. look[c] holds B, then those 32 entries; look_ok[c] whether they give every d's count (the
 // thresholds within 1023 of B, one a bucket); groups with another code take the compares.
+//
+// Without the lookup, a code's thresholds from T3 on are counted two octaves at a time (octave).
+// Doubling |x| doubles the float32 product exactly, and the steps y > 1.25, 2.5, 5 (T3, T5, T7)
+// and y >= 1.75, 3.5 (T4, T6) are each double the one before, so where |x|'s bits are normal
+// there T5 = T3 + 128, T7 = T3 + 256 and T6 = T4 + 128: the count of T3..T7 reached is
+// (|x| bits -sat (T3 - 128)) >> 7 plus (|x| bits -sat (T4 - 128)) >> 7, as long as no element
+// reaches T3 + 384 or T4 + 256 (y >= 7). None does under a scale code below 126: the code rounds
+// amax / (6 x tensor scale) to nearest, within 1/16 of it, so y <= 6.375 for every element of
+// the block (126 also takes every amax above, so it keeps the compares). octave[c] is row[c]
+// with T3 - 128 and T4 - 128 in its rows 2 and 3; octave_ok[c] whether the relations hold.
 struct Bf16Thresholds {
   alignas(32) int16_t row[128][8][16];
   alignas(32) int16_t look[128][4][16];
+  alignas(32) int16_t octave[128][8][16];
   bool look_ok[128] = {};
-  int look_lo = 1, look_hi = 0;  // the longest run of look_ok codes within lo..hi
-  float inverse_scale = 1.0f;    // 1 / tensor scale, as nvfp4_block_scale rounds it
+  bool octave_ok[128] = {};
+  int look_lo = 1, look_hi = 0;      // the longest run of look_ok codes within lo..hi
+  int octave_lo = 1, octave_hi = 0;  // the longest run of octave_ok codes within lo..hi
+  float inverse_scale = 1.0f;        // 1 / tensor scale, as nvfp4_block_scale rounds it
   uint32_t tensor_scale_bits = 0;
   int lo = 1, hi = 0;  // rows lo..hi are made (none when lo > hi)
 
@@ -89,7 +103,19 @@ struct Bf16Thresholds {
       for (int l = 0; l < 16; ++l) row[c][i][l] = static_cast<int16_t>(t - 1);
     }
     make_look(c);
+    make_octave(c);
     return true;
+  }
+
+  // octave[c] and octave_ok[c] from row[c] (T_i = row[c][i - 1] + 1).
+  void make_octave(int c) {
+    const int t3 = row[c][2][0] + 1, t4 = row[c][3][0] + 1;
+    octave_ok[c] = c < 126 && t3 >= 256 && t4 + 128 <= 0x7F80 && row[c][4][0] + 1 == t3 + 128 &&
+                   row[c][6][0] + 1 == t3 + 256 && row[c][5][0] + 1 == t4 + 128;
+    for (int i = 0; i < 8; ++i)
+      for (int l = 0; l < 16; ++l)
+        octave[c][i][l] = i == 2 ? static_cast<int16_t>(t3 - 128)
+                                 : (i == 3 ? static_cast<int16_t>(t4 - 128) : row[c][i][l]);
   }
 
   // look[c] and look_ok[c] from row[c].
@@ -119,19 +145,23 @@ struct Bf16Thresholds {
     }
   }
 
-  // look_lo..look_hi from look_ok over lo..hi.
-  void runs() {
-    look_lo = 1, look_hi = 0;
+  // first..last: the longest run of ok codes over lo..hi.
+  void run_of(const bool* ok, int& first, int& last) const {
+    first = 1, last = 0;
     for (int c = lo; c <= hi;) {
-      if (!look_ok[c]) {
+      if (!ok[c]) {
         ++c;
         continue;
       }
       int e = c;
-      while (e + 1 <= hi && look_ok[e + 1]) ++e;
-      if (e - c > look_hi - look_lo) look_lo = c, look_hi = e;
+      while (e + 1 <= hi && ok[e + 1]) ++e;
+      if (e - c > last - first) first = c, last = e;
       c = e + 1;
     }
+  }
+  void runs() {
+    run_of(look_ok, look_lo, look_hi);
+    run_of(octave_ok, octave_lo, octave_hi);
   }
 
   // Whether rows a..b (codes 0-126) are made or could be made now (out of line: the cast's
@@ -162,6 +192,8 @@ inline Bf16Thresholds& bf16_thresholds(float tensor_scale) {
     table->hi = 0;
     table->look_lo = 1;
     table->look_hi = 0;
+    table->octave_lo = 1;
+    table->octave_hi = 0;
   }
   return *table;
 }
@@ -184,6 +216,18 @@ inline Bf16BlockCodes bf16_threshold_codes(__m256i v, const int16_t (*row)[16]) 
       _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(r[0], r[1]), _mm256_add_epi16(r[2], r[3])),
                        _mm256_add_epi16(_mm256_add_epi16(r[4], r[5]), r[6])),
       v, m, kStats ? r[7] : m};
+}
+
+// bf16_threshold_codes by octave[c] (oct; Bf16Thresholds::octave_ok): T1 and T2 by compares,
+// T3..T7 by two saturating subtractions and shifts.
+template <bool kStats>
+inline Bf16BlockCodes bf16_octave_codes(__m256i v, const int16_t (*oct)[16]) {
+  const __m256i m = _mm256_and_si256(v, _mm256_set1_epi16(0x7FFF));
+  auto r = [&](int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(oct[i])); };
+  const __m256i upper = _mm256_add_epi16(_mm256_srli_epi16(_mm256_subs_epu16(m, r(2)), 7),
+                                         _mm256_srli_epi16(_mm256_subs_epu16(m, r(3)), 7));
+  const __m256i lower = _mm256_add_epi16(_mm256_cmpgt_epi16(m, r(0)), _mm256_cmpgt_epi16(m, r(1)));
+  return {_mm256_sub_epi16(lower, upper), v, m, kStats ? _mm256_cmpgt_epi16(m, r(7)) : m};
 }
 
 // The codes of two blocks as 32 bytes in the order of _mm256_packs_epi16(a, b): their negated
@@ -272,18 +316,18 @@ __attribute__((always_inline)) inline void prepare_group8_bf16(
 // kBlocks blocks of 16 from p (a multiple of 4): each block's codes by compares against its row
 // of t (offset[b] bytes into t.row), stored four blocks at a time at codes; with kStats their
 // saturated and flushed counts added into those.
-template <bool kStats, int kBlocks, typename Offset>
+template <bool kStats, int kBlocks, typename Offset, bool kOctave = false>
 [[gnu::always_inline]] inline void threshold_blocks_bf16(const uint16_t* p, const Offset* offset,
                                                          const Bf16Thresholds& t, uint8_t* codes,
                                                          __m256i& saturated, __m256i& flushed) {
-  const char* rows = reinterpret_cast<const char*>(t.row);
+  const char* rows = reinterpret_cast<const char*>(kOctave ? t.octave : t.row);
   __m256i bytes[2];
   Bf16BlockCodes c[2];
 #pragma GCC unroll 16
   for (int b = 0; b < kBlocks; ++b) {
-    c[b % 2] = bf16_threshold_codes<kStats>(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
-        reinterpret_cast<const int16_t(*)[16]>(rows + offset[b]));
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b));
+    const auto* row = reinterpret_cast<const int16_t(*)[16]>(rows + offset[b]);
+    c[b % 2] = kOctave ? bf16_octave_codes<kStats>(v, row) : bf16_threshold_codes<kStats>(v, row);
     if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
     if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
   }
@@ -327,12 +371,13 @@ struct Bf16Consts16 {
   __m256i step[7];    // B(10 + j) - B9 - 1
   __m256i low7;       // 127
   __m256i nine, eight, c126;
-  __m256i nan_bits;                // 0x7F80: amax bits above it are NaN
-  __m256i below, above;            // the rows made are codes below + 1 .. above - 1
-  __m256i look_below, look_above;  // the codes looked up are look_below + 1 .. look_above - 1
-  __m256i unusual;                 // 32-bit lanes: float32 amax bits above infinity's, or negative
-  __m256i factor_top;              // Nvfp4ScaleCodeThresholds::factor_top
-  __m256i look_cap;                // 1023
+  __m256i nan_bits;                    // 0x7F80: amax bits above it are NaN
+  __m256i below, above;                // the rows made are codes below + 1 .. above - 1
+  __m256i look_below, look_above;      // the codes looked up are look_below + 1 .. look_above - 1
+  __m256i octave_below, octave_above;  // the same of the codes by octave
+  __m256i unusual;     // 32-bit lanes: float32 amax bits above infinity's, or negative
+  __m256i factor_top;  // Nvfp4ScaleCodeThresholds::factor_top
+  __m256i look_cap;    // 1023
   __m256 inverse_scale;
 
   Bf16Consts16(const Nvfp4ScaleCodeThresholds& sc, const Bf16Thresholds& t)
@@ -355,6 +400,8 @@ struct Bf16Consts16 {
     above = _mm256_set1_epi16(static_cast<int16_t>(t.hi + 1));
     look_below = _mm256_set1_epi16(static_cast<int16_t>(t.look_lo - 1));
     look_above = _mm256_set1_epi16(static_cast<int16_t>(t.look_hi + 1));
+    octave_below = _mm256_set1_epi16(static_cast<int16_t>(t.octave_lo - 1));
+    octave_above = _mm256_set1_epi16(static_cast<int16_t>(t.octave_hi + 1));
   }
 };
 
@@ -367,7 +414,8 @@ struct Bf16Group16 {
   __m256i code;
   alignas(32) uint16_t offset[16];
   bool ok;
-  bool look;  // (with kLookup) every code's look_ok: the codes by lookup
+  bool look;    // (with kLookup) every code's look_ok: the codes by lookup
+  bool octave;  // (without look) every code's octave_ok: the codes by octave
 };
 
 // The scale codes of 16 amax given as bfloat16 bits in 16-bit lanes (numbers >= 0), by the
@@ -439,6 +487,19 @@ template <bool kStats, bool kTileRecords, bool kLookup>
   g.look = kLookup &&
            _mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpgt_epi16(g.code, k.look_below),
                                                  _mm256_cmpgt_epi16(k.look_above, g.code))) == -1;
+  // By octave only where no element lies above the amax the codes come from: the blocks' own,
+  // the source's own given (kTileRecords), or given ones that the own do not pass.
+  bool bounded = !block_amax_in || kTileRecords;
+  if constexpr (kStats && !kTileRecords) {
+    if (!bounded) {
+      const __m256i above = _mm256_cmpgt_epi16(g.own, amax);
+      bounded = _mm256_testz_si256(above, above);
+    }
+  }
+  g.octave =
+      !g.look && bounded &&
+      _mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpgt_epi16(g.code, k.octave_below),
+                                            _mm256_cmpgt_epi16(k.octave_above, g.code))) == -1;
   // A row is 256 bytes, a lookup 128.
   _mm256_store_si256(reinterpret_cast<__m256i*>(g.offset),
                      g.look ? _mm256_slli_epi16(g.code, 7) : _mm256_slli_epi16(g.code, 8));
@@ -473,16 +534,16 @@ template <bool kStats>
   }
 }
 
-// The 16 blocks of a prepared group (g.ok): each block's codes by compares against its row of t,
-// and with kStats their counts and records.
-template <bool kStats>
+// The 16 blocks of a prepared group (g.ok): each block's codes by compares against its row of t
+// (kOctave: by octave, g.octave), and with kStats their counts and records.
+template <bool kStats, bool kOctave>
 [[gnu::always_inline]] inline void encode_group16_bf16(const uint16_t* p, const Bf16Group16& g,
                                                        const Bf16Thresholds& t,
                                                        const Nvfp4ScaleCodeThresholds& sc,
                                                        const Bf16Consts16& k, uint8_t* codes,
                                                        Nvfp4LaneStats8* st) {
   __m256i saturated = _mm256_setzero_si256(), flushed = saturated;
-  threshold_blocks_bf16<kStats, 16>(p, g.offset, t, codes, saturated, flushed);
+  threshold_blocks_bf16<kStats, 16, uint16_t, kOctave>(p, g.offset, t, codes, saturated, flushed);
   group16_records<kStats>(g, sc, k, saturated, flushed, st);
 }
 
@@ -588,9 +649,12 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
       if (kLookup && a.ok && a.look) {
         encode_group16_bf16_lookup<kStats>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
                                            codes + 8 * g * kNvfp4Block, &st);
+      } else if (a.ok && a.octave) {
+        encode_group16_bf16<kStats, true>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
+                                          codes + 8 * g * kNvfp4Block, &st);
       } else if (a.ok) {
-        encode_group16_bf16<kStats>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
-                                    codes + 8 * g * kNvfp4Block, &st);
+        encode_group16_bf16<kStats, false>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
+                                           codes + 8 * g * kNvfp4Block, &st);
       } else {
         for (int h = 0; h < 2; ++h) eight(16 * g + 8 * h);
         k.rows(*thresholds);
