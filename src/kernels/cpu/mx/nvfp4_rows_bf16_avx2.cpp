@@ -414,8 +414,9 @@ struct Bf16Group16 {
   __m256i code;
   alignas(32) uint16_t offset[16];
   bool ok;
-  bool look;    // (with kLookup) every code's look_ok: the codes by lookup
-  bool octave;  // (without look) every code's octave_ok: the codes by octave
+  bool look;     // (with kLookup) every code's look_ok: the codes by lookup
+  bool octave;   // (without look) every code's octave_ok: the codes by octave
+  bool bounded;  // every code below 126 and no element above the amax the codes come from
 };
 
 // The scale codes of 16 amax given as bfloat16 bits in 16-bit lanes (numbers >= 0), by the
@@ -487,8 +488,9 @@ template <bool kStats, bool kTileRecords, bool kLookup>
   g.look = kLookup &&
            _mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpgt_epi16(g.code, k.look_below),
                                                  _mm256_cmpgt_epi16(k.look_above, g.code))) == -1;
-  // By octave only where no element lies above the amax the codes come from: the blocks' own,
-  // the source's own given (kTileRecords), or given ones that the own do not pass.
+  // Bounded where no element lies above the amax the codes come from (the blocks' own, the
+  // source's own given, kTileRecords, or given ones that the own do not pass) and every code is
+  // below 126: the octave codes and the uncapped lookup need it.
   bool bounded = !block_amax_in || kTileRecords;
   if constexpr (kStats && !kTileRecords) {
     if (!bounded) {
@@ -496,8 +498,9 @@ template <bool kStats, bool kTileRecords, bool kLookup>
       bounded = _mm256_testz_si256(above, above);
     }
   }
+  g.bounded = bounded && _mm256_movemask_epi8(_mm256_cmpgt_epi16(k.c126, g.code)) == -1;
   g.octave =
-      !g.look && bounded &&
+      !g.look && g.bounded &&
       _mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpgt_epi16(g.code, k.octave_below),
                                             _mm256_cmpgt_epi16(k.octave_above, g.code))) == -1;
   // A row is 256 bytes, a lookup 128.
@@ -549,14 +552,14 @@ template <bool kStats, bool kOctave>
 
 // One block's negated codes by lookup (Bf16Thresholds::look; look is its look[c]), as
 // bf16_threshold_codes gives them. This and encode_group16_bf16_lookup alone carry AVX-512 BW/VL
-// (vpermt2w): the rest of the file stays AVX2.
-template <bool kStats>
+// (vpermt2w): the rest of the file stays AVX2. Without kCap d is not capped at 1023: a bounded
+// group's elements have y <= 6.375 (Bf16Thresholds, octave), below B + 1024 (y = 64).
+template <bool kStats, bool kCap>
 [[gnu::target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), gnu::always_inline]] inline Bf16BlockCodes
 bf16_lookup_codes(__m256i v, const int16_t (*look)[16], const Bf16Consts16& k) {
   const __m256i m = _mm256_and_si256(v, k.magnitude);
-  const __m256i d = _mm256_min_epu16(
-      _mm256_subs_epu16(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(look[0]))),
-      k.look_cap);
+  __m256i d = _mm256_subs_epu16(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(look[0])));
+  if constexpr (kCap) d = _mm256_min_epu16(d, k.look_cap);
   const __m256i e = _mm256_permutex2var_epi16(
       _mm256_load_si256(reinterpret_cast<const __m256i*>(look[1])), _mm256_srli_epi16(d, 5),
       _mm256_load_si256(reinterpret_cast<const __m256i*>(look[2])));
@@ -567,8 +570,9 @@ bf16_lookup_codes(__m256i v, const int16_t (*look)[16], const Bf16Consts16& k) {
 }
 
 // encode_group16_bf16 of a group whose codes all have lookups (g.look): the codes by
-// bf16_lookup_codes. Out of line, as the AVX2 loop cannot take it inline.
-template <bool kStats>
+// bf16_lookup_codes, capped where the group is not bounded. Out of line, as the AVX2 loop cannot
+// take it inline.
+template <bool kStats, bool kCap>
 [[gnu::target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), gnu::noinline]] void
 encode_group16_bf16_lookup(const uint16_t* p, const Bf16Group16& g, const Bf16Thresholds& t,
                            const Nvfp4ScaleCodeThresholds& sc, const Bf16Consts16& k,
@@ -578,9 +582,9 @@ encode_group16_bf16_lookup(const uint16_t* p, const Bf16Group16& g, const Bf16Th
   Bf16BlockCodes c[2];
 #pragma GCC unroll 16
   for (int b = 0; b < 16; ++b) {
-    c[b % 2] =
-        bf16_lookup_codes<kStats>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
-                                  reinterpret_cast<const int16_t(*)[16]>(looks + g.offset[b]), k);
+    c[b % 2] = bf16_lookup_codes<kStats, kCap>(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
+        reinterpret_cast<const int16_t(*)[16]>(looks + g.offset[b]), k);
     if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
     if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
   }
@@ -647,8 +651,12 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
       if (g + 1 < groups16) prepare16(g + 1, ahead16[(g + 1) & 1]);
       const Bf16Group16& a = ahead16[g & 1];
       if (kLookup && a.ok && a.look) {
-        encode_group16_bf16_lookup<kStats>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
-                                           codes + 8 * g * kNvfp4Block, &st);
+        if (a.bounded)
+          encode_group16_bf16_lookup<kStats, false>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
+                                                    codes + 8 * g * kNvfp4Block, &st);
+        else
+          encode_group16_bf16_lookup<kStats, true>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
+                                                   codes + 8 * g * kNvfp4Block, &st);
       } else if (a.ok && a.octave) {
         encode_group16_bf16<kStats, true>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
                                           codes + 8 * g * kNvfp4Block, &st);
