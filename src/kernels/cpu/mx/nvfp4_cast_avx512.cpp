@@ -298,6 +298,52 @@ template <bool kSr, bool kStats, DType::Id kSrc>
   return g.to_scalar;
 }
 
+// Stochastic rounding of a prepared group whose first column is a multiple of 256 and whose
+// factors are all finite (g.to_scalar 0): its 16 blocks read one 256-column group's words
+// (`words`, philox.h's sr_byte), block b byte b / 4 of word b % 4, so every word and rotation is
+// known when compiled (no index arithmetic, immediate rotations). With kStats the saturated and
+// flushed elements are counted from the compares' masks in general registers (popcount), off the
+// vector pipes, and added to st once.
+template <bool kStats, DType::Id kSrc>
+[[gnu::always_inline]] inline void encode_sr_aligned16(const void* src, const FloatGroup16& g,
+                                                       const __m512i (&words)[4], uint8_t* codes,
+                                                       Nvfp4LaneStats* st) {
+  const DType dtype{kSrc};
+  const StochasticCodeConstants16 k;
+  const __m512 six = _mm512_set1_ps(kE2m1Max);
+  unsigned saturated = 0, flushed = 0;
+  __m512i c4[4];
+#pragma GCC unroll 16
+  for (int b = 0; b < 16; ++b) {
+    const __m512 x = load16(src, dtype, 16 * b);
+    const __m512 y = _mm512_mul_ps(x, _mm512_set1_ps(g.f[b]));
+    // A NaN in y makes the block's factor NaN: such groups take encode_prepared16.
+    const __m512 ay = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(y), k.magnitude));
+    // random_bytes with the rotation of byte b / 4 as an immediate: (rotated & field) | bias
+    const __m512i random = _mm512_ternarylogic_epi32(
+        _mm512_rol_epi32(words[b % 4], (14 - 8 * (b / 4)) & 31), k.byte_field, k.bias, 0xEA);
+    __m512i& c = c4[b % 4];
+    c = e2m1_codes_stochastic<false>(y, ay, random, k);
+    if (b % 4 == 3) store_e2m1_blocks4(codes + 8 * (b - 3), c4[0], c4[1], c4[2], c4[3]);
+    if constexpr (kStats) {
+      saturated += std::popcount(static_cast<unsigned>(_mm512_cmp_ps_mask(ay, six, _CMP_GT_OQ)));
+      // Code 0 (magnitude bits) from x != 0.
+      const __mmask16 nonzero = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+      flushed += std::popcount(
+          static_cast<unsigned>(_mm512_mask_testn_epi32_mask(nonzero, c, _mm512_set1_epi32(7))));
+    }
+  }
+  if constexpr (kStats) {
+    st->saturated = _mm512_add_epi32(
+        st->saturated, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(saturated))));
+    st->flushed = _mm512_add_epi32(
+        st->flushed, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(flushed))));
+    const __m512 own = _mm512_castsi512_ps(g.own);
+    st->best = _mm512_max_ps(own, st->best);
+    st->peak = _mm512_max_ps(_mm512_mul_ps(own, g.factor), st->peak);
+  }
+}
+
 // A float32 source rounded to nearest: E2M1 codes by a byte table of the index of y = |x| *
 // factor's bits among the grid's steps (nvfp4_rows_avx2.cpp's E2m1StepTable, which gives the
 // reasons): b = ceil((bits(y) - bits(0.25) + bit) / 2^21), bit the one worth 2^22, and b - 16,
@@ -393,6 +439,13 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
                                Nvfp4LaneStats* st) {
   FloatGroup16 g;
   prepare_group16<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
+  if constexpr (kSr) {
+    if ((col & 255) == 0 && g.to_scalar == 0) {
+      sr->need(offset, row, col, col);
+      encode_sr_aligned16<kStats, kSrc>(src, g, sr->words(col), codes, st);
+      return 0;
+    }
+  }
   return encode_prepared16<kSr, kStats, kSrc>(src, g, sr, offset, row, col, codes, st);
 }
 
