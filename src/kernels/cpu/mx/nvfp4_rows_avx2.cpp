@@ -22,6 +22,7 @@
 #include "kernels/cpu/mx/nvfp4_lanes_avx2.h"
 #include "kernels/cpu/mx/nvfp4_rows_avx2.h"
 #include "kernels/cpu/mx/nvfp4_scale_codes.h"
+#include "kernels/cpu/mx/nvfp4_sr_avx2.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
 #pragma GCC push_options
@@ -168,6 +169,10 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
   };
   const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
   auto group = [&](const void* x, const float* amax_in, int64_t b, uint8_t* c, uint8_t* s) {
+    if constexpr (kSr)
+      return encode_sr_group8<kStats, kSrc>(x, amax_in, tensor_scale, sc, &*sr, offset,
+                                            static_cast<uint64_t>(row), first_col + b * kNvfp4Block,
+                                            c, s, &st);
     return encode_group8<kSr, kStats, kSrc>(x, amax_in, tensor_scale, sc, sr ? &*sr : nullptr,
                                             offset, static_cast<uint64_t>(row),
                                             first_col + b * kNvfp4Block, c, s, &st);

@@ -1,0 +1,140 @@
+#pragma once
+// Internal: the AVX2 body of the stochastic NVFP4 row cast for a group of 8 blocks that starts at
+// column 0 or 128 of its 256-column group and whose factors are all finite: every block's word and
+// byte of the group's random words (philox.h's sr_byte) is known when compiled, so the bytes come
+// out by immediate shifts (byte 0 by a mask only, byte 3 by a shift only), and the statistics are
+// counted from compare masks by popcount in general registers, off the vector pipes. Other groups
+// take encode_prepared8 (nvfp4_rows_avx2.h). Included by nvfp4_rows_avx2.cpp only.
+#include <immintrin.h>
+
+#include <bit>
+#include <cstdint>
+
+#include "kernels/cpu/mx/nvfp4_rows_avx2.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace mantissa::kernels::mx::detail {
+namespace {
+
+// Byte `byte` (0-3, known when compiled) of each lane of `words` (0-255).
+template <int kByte>
+[[gnu::always_inline]] inline __m256i random_byte(__m256i words,
+                                                  const StochasticCodeConstants8& k) {
+  if constexpr (kByte == 0) return _mm256_and_si256(words, k.byte);
+  if constexpr (kByte == 3) return _mm256_srli_epi32(words, 24);
+  return _mm256_and_si256(_mm256_srli_epi32(words, 8 * kByte), k.byte);
+}
+
+// e2m1_codes_stochastic<false> (nvfp4_lanes_avx2.h) of y with |y| given: t as the max of
+// min(a, 2) * 512 truncated and (a - bits of 0.5) >> 14, a = min(|y|, 6); the code
+// (t + random) >> 8 with y's sign.
+[[gnu::always_inline]] inline __m256i e2m1_codes_stochastic_of(__m256 y, __m256 ay, __m256i random,
+                                                               const StochasticCodeConstants8& k) {
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(y), 28), k.sign);
+  const __m256 af = _mm256_min_ps(ay, k.six);
+  const __m256i below2 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_min_ps(af, k.two), k.to_256ths));
+  const __m256i from2 = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_castps_si256(af), k.half), 14);
+  const __m256i t = _mm256_max_epi32(below2, from2);
+  return _mm256_or_si256(_mm256_srli_epi32(_mm256_add_epi32(t, random), 8), sign);
+}
+
+// store_e2m1_blocks2 (nvfp4_rows_avx2.h) that also counts the codes whose magnitude bits are 0.
+[[gnu::always_inline]] inline unsigned store_e2m1_blocks2_zeros(uint8_t* dst, __m256i c0,
+                                                                __m256i c1, __m256i c2,
+                                                                __m256i c3) {
+  const __m256i b = _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
+  const __m256i pairs = _mm256_maddubs_epi16(b, _mm256_set1_epi16(0x1001));
+  const __m256i p = _mm256_packus_epi16(pairs, pairs);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
+                   _mm_unpacklo_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+  const __m256i zero =
+      _mm256_cmpeq_epi8(_mm256_and_si256(b, _mm256_set1_epi8(7)), _mm256_setzero_si256());
+  return static_cast<unsigned>(std::popcount(static_cast<uint32_t>(_mm256_movemask_epi8(zero))));
+}
+
+// The codes of a prepared group g (g.to_scalar 0) whose first block is block kFirst (0 or 8) of
+// its 256-column group, whose words are `words` (SrWords8::words): block kFirst + b reads byte
+// (kFirst + b) / 4 of word (kFirst + b) % 4, half h of the block from words[h]. With kStats:
+// saturated |y| > 6, and flushed (code magnitude 0 from x != 0) as the codes of magnitude 0 less
+// the elements x = 0 (whose codes are 0 whatever the byte).
+template <bool kStats, DType::Id kSrc, int kFirst>
+[[gnu::always_inline]] inline void encode_sr_aligned8(const void* src, const FloatGroup& g,
+                                                      const __m256i (&words)[2][4], uint8_t* codes,
+                                                      Nvfp4LaneStats8* st) {
+  const DType dtype{kSrc};
+  const StochasticCodeConstants8 k;
+  unsigned saturated = 0, zero_codes = 0, zeros = 0;
+#pragma GCC unroll 4
+  for (int b0 = 0; b0 < 8; b0 += 2) {
+    __m256i c[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const int b = b0 + j / 2, h = j % 2;
+      const __m256 x = load8(src, dtype, 16 * b + 8 * h);
+      const __m256 y = _mm256_mul_ps(x, _mm256_set1_ps(g.f[b]));
+      const __m256 ay = _mm256_and_ps(y, _mm256_castsi256_ps(k.magnitude));
+      const __m256i word = words[h][(kFirst + b) % 4];
+      __m256i random;
+      switch ((kFirst + b) / 4) {
+        case 0:
+          random = random_byte<0>(word, k);
+          break;
+        case 1:
+          random = random_byte<1>(word, k);
+          break;
+        case 2:
+          random = random_byte<2>(word, k);
+          break;
+        default:
+          random = random_byte<3>(word, k);
+          break;
+      }
+      c[j] = e2m1_codes_stochastic_of(y, ay, random, k);
+      if constexpr (kStats) {
+        saturated += static_cast<unsigned>(std::popcount(
+            static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(ay, k.six, _CMP_GT_OQ)))));
+        zeros += static_cast<unsigned>(std::popcount(static_cast<uint32_t>(
+            _mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ)))));
+      }
+    }
+    zero_codes += store_e2m1_blocks2_zeros(codes + 8 * b0, c[0], c[1], c[2], c[3]);
+  }
+  if constexpr (kStats) {
+    st->saturated = _mm256_add_epi32(
+        st->saturated, _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(saturated))));
+    st->flushed = _mm256_add_epi32(
+        st->flushed,
+        _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(zero_codes - zeros))));
+    const __m256 own = _mm256_castsi256_ps(g.own);
+    st->best = _mm256_max_ps(own, st->best);
+    st->peak = _mm256_max_ps(_mm256_mul_ps(own, g.factor), st->peak);
+  }
+}
+
+// encode_group8 with stochastic rounding: the group's amax, scales and factors, then its codes
+// by encode_sr_aligned8 where the group starts at column 0 or 128 of a 256-column group and its
+// factors are finite, else by encode_prepared8. Returns the blocks the scalar body casts.
+template <bool kStats, DType::Id kSrc>
+inline unsigned encode_sr_group8(const void* src, const float* block_amax_in, float tensor_scale,
+                                 const Nvfp4ScaleCodeThresholds& sc, SrWords8* sr, uint64_t offset,
+                                 uint64_t row, int64_t col, uint8_t* codes, uint8_t* scales,
+                                 Nvfp4LaneStats8* st) {
+  FloatGroup g;
+  prepare_group8<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
+  if ((col & 127) == 0 && g.to_scalar == 0) {
+    sr->need(offset, row, col, col);
+    if ((col & 255) == 0)
+      encode_sr_aligned8<kStats, kSrc, 0>(src, g, sr->words(col), codes, st);
+    else
+      encode_sr_aligned8<kStats, kSrc, 8>(src, g, sr->words(col), codes, st);
+    return 0;
+  }
+  return encode_prepared8<true, kStats, kSrc>(src, g, sr, offset, row, col, codes, st);
+}
+
+}  // namespace
+}  // namespace mantissa::kernels::mx::detail
+
+#pragma GCC pop_options
