@@ -154,11 +154,10 @@ inline __m512i e2m1_codes_of_numbers(__m512 y) {
 }
 
 // The codes of four blocks (16 int32 codes each, at most 15) as 32 bytes, the even element in
-// the low nibble: packed to bytes in 128-bit lanes (lane L: elements 4L..4L + 3 of each block),
-// paired into 16-bit units (even + 16 * odd; unit 8L + 2k + j: pair 2L + j of block k), put in
-// order and narrowed to bytes.
-inline void store_e2m1_blocks4(uint8_t* dst, __m512i c0, __m512i c1, __m512i c2, __m512i c3) {
-  const __m512i b = _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3));
+// the low nibble: packed to bytes in 128-bit lanes (lane L: elements 4L..4L + 3 of each block;
+// store_e2m1_blocks4), paired into 16-bit units (even + 16 * odd; unit 8L + 2k + j: pair 2L + j
+// of block k), put in order and narrowed to bytes (store_e2m1_bytes4, from the packed bytes b).
+inline void store_e2m1_bytes4(uint8_t* dst, __m512i b) {
   const __m512i pairs = _mm512_maddubs_epi16(b, _mm512_set1_epi16(0x1001));
   // Byte 8k + 2L + j of the result is unit 8L + 2k + j.
   const __m512i order =
@@ -166,6 +165,10 @@ inline void store_e2m1_blocks4(uint8_t* dst, __m512i c0, __m512i c1, __m512i c2,
                        27, 26, 19, 18, 11, 10, 3, 2, 25, 24, 17, 16, 9, 8, 1, 0);   // blocks 1, 0
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
                       _mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(order, pairs)));
+}
+inline void store_e2m1_blocks4(uint8_t* dst, __m512i c0, __m512i c1, __m512i c2, __m512i c3) {
+  store_e2m1_bytes4(dst,
+                    _mm512_packus_epi16(_mm512_packus_epi32(c0, c1), _mm512_packus_epi32(c2, c3)));
 }
 
 // A segment's statistics from its vector blocks: saturated and flushed elements counted in
@@ -181,6 +184,37 @@ struct Nvfp4LaneStats {
             _mm512_setzero_ps()};
   }
 };
+
+// The magnitude bits of 16 bfloat16 blocks' amax (p: 256 elements) as float32 bits in block
+// order, reduced in 16-bit lanes (the float32 bits are the bfloat16's shifted up, so the unsigned
+// maxima agree, a NaN's above infinity's): 8 vectors of two blocks folded by 128-bit lanes, then
+// 64-bit and 32-bit units, then the two halves of each 32-bit lane, and one permute to block order.
+inline __m512i bf16_block_amax16(const uint16_t* p) {
+  const __m512i magnitude = _mm512_set1_epi16(0x7FFF);
+  __m512i r[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    // Blocks 4i..4i + 3, one per 128-bit lane, 8 partial maxima each.
+    const __m512i a = _mm512_and_si512(_mm512_loadu_si512(p + 64 * i), magnitude);
+    const __m512i b = _mm512_and_si512(_mm512_loadu_si512(p + 64 * i + 32), magnitude);
+    r[i] = _mm512_max_epu16(_mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // Lane L: blocks L and 4 + L (t0), 8 + L and 12 + L (t1), 4 partial maxima each.
+  const __m512i t0 =
+      _mm512_max_epu16(_mm512_unpacklo_epi64(r[0], r[1]), _mm512_unpackhi_epi64(r[0], r[1]));
+  const __m512i t1 =
+      _mm512_max_epu16(_mm512_unpacklo_epi64(r[2], r[3]), _mm512_unpackhi_epi64(r[2], r[3]));
+  // Lane L, 32-bit unit i: block L + 4i, 2 partial maxima.
+  const __m512 f0 = _mm512_castsi512_ps(t0), f1 = _mm512_castsi512_ps(t1);
+  const __m512i w =
+      _mm512_max_epu16(_mm512_castps_si512(_mm512_shuffle_ps(f0, f1, _MM_SHUFFLE(2, 0, 2, 0))),
+                       _mm512_castps_si512(_mm512_shuffle_ps(f0, f1, _MM_SHUFFLE(3, 1, 3, 1))));
+  const __m512i m = _mm512_slli_epi32(_mm512_max_epu16(w, _mm512_srli_epi32(w, 16)), 16);
+  // Block k lies in unit 4 (k % 4) + k / 4.
+  return _mm512_permutexvar_epi32(
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), m);
+}
 
 // A group of 16 blocks' own amax bits, factors and the blocks the scalar body casts (factor NaN
 // or infinite, where x = 0 makes x * factor NaN), taken before their codes (prepare_group16), so
@@ -204,6 +238,8 @@ template <DType::Id kSrc, bool kGivenOnly = false>
   const DType dtype{kSrc};
   if (kGivenOnly && block_amax_in) {
     g.own = _mm512_loadu_si512(block_amax_in);
+  } else if constexpr (kSrc == DType::Id::bf16) {
+    g.own = bf16_block_amax16(static_cast<const uint16_t*>(src));
   } else {
     const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF);
     __m512i m[16];
@@ -298,46 +334,67 @@ template <bool kSr, bool kStats, DType::Id kSrc>
   return g.to_scalar;
 }
 
+// The stochastic codes of four blocks as store_e2m1_blocks4 stores them, from their magnitude
+// codes m0..m3 (0-7) and products y0..y3 (no NaN): the signs come from the products' bits
+// packed as the codes are (a signed pack keeps a lane's sign), one masked OR of bit 3 for the
+// four blocks in place of a shift and a merge per block. Returns the number of magnitude codes 0.
+inline unsigned store_e2m1_sr_blocks4(uint8_t* dst, __m512i m0, __m512i m1, __m512i m2, __m512i m3,
+                                      __m512 y0, __m512 y1, __m512 y2, __m512 y3) {
+  const __m512i b = _mm512_packus_epi16(_mm512_packus_epi32(m0, m1), _mm512_packus_epi32(m2, m3));
+  const __mmask64 negative = _mm512_movepi8_mask(
+      _mm512_packs_epi16(_mm512_packs_epi32(_mm512_castps_si512(y0), _mm512_castps_si512(y1)),
+                         _mm512_packs_epi32(_mm512_castps_si512(y2), _mm512_castps_si512(y3))));
+  store_e2m1_bytes4(dst, _mm512_mask_add_epi8(b, negative, b, _mm512_set1_epi8(8)));
+  return static_cast<unsigned>(std::popcount(static_cast<uint64_t>(_mm512_testn_epi8_mask(b, b))));
+}
+
 // Stochastic rounding of a prepared group whose first column is a multiple of 256 and whose
 // factors are all finite (g.to_scalar 0): its 16 blocks read one 256-column group's words
 // (`words`, philox.h's sr_byte), block b byte b / 4 of word b % 4, so every word and rotation is
-// known when compiled (no index arithmetic, immediate rotations). With kStats the saturated and
-// flushed elements are counted from the compares' masks in general registers (popcount), off the
-// vector pipes, and added to st once.
+// known when compiled (no index arithmetic, immediate rotations). The magnitude codes are
+// e2m1_codes_stochastic's, the signs put in four blocks at a time (store_e2m1_sr_blocks4). With
+// kStats the saturated and flushed elements are counted from masks in general registers
+// (popcount), off the vector pipes, and added to st once: flushed (code magnitude 0 from x != 0)
+// as the codes of magnitude 0 less the elements x = 0 (whose codes are 0 whatever the byte).
 template <bool kStats, DType::Id kSrc>
 [[gnu::always_inline]] inline void encode_sr_aligned16(const void* src, const FloatGroup16& g,
                                                        const __m512i (&words)[4], uint8_t* codes,
                                                        Nvfp4LaneStats* st) {
   const DType dtype{kSrc};
   const StochasticCodeConstants16 k;
-  const __m512 six = _mm512_set1_ps(kE2m1Max);
-  unsigned saturated = 0, flushed = 0;
-  __m512i c4[4];
+  unsigned saturated = 0, zero_codes = 0, zeros = 0;
+  __m512i m4[4];
+  __m512 y4[4];
 #pragma GCC unroll 16
   for (int b = 0; b < 16; ++b) {
     const __m512 x = load16(src, dtype, 16 * b);
     const __m512 y = _mm512_mul_ps(x, _mm512_set1_ps(g.f[b]));
+    y4[b % 4] = y;
     // A NaN in y makes the block's factor NaN: such groups take encode_prepared16.
     const __m512 ay = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(y), k.magnitude));
     // random_bytes with the rotation of byte b / 4 as an immediate: (rotated & field) | bias
     const __m512i random = _mm512_ternarylogic_epi32(
         _mm512_rol_epi32(words[b % 4], (14 - 8 * (b / 4)) & 31), k.byte_field, k.bias, 0xEA);
-    __m512i& c = c4[b % 4];
-    c = e2m1_codes_stochastic<false>(y, ay, random, k);
-    if (b % 4 == 3) store_e2m1_blocks4(codes + 8 * (b - 3), c4[0], c4[1], c4[2], c4[3]);
+    // e2m1_codes_stochastic's magnitude code (bits(u) + random) >> 22.
+    const __m512 a = _mm512_min_ps(ay, k.six);
+    const __m512 u = _mm512_max_ps(
+        a, _mm512_fmadd_round_ps(a, k.half, k.half, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+    m4[b % 4] = _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(u), random), 22);
+    if (b % 4 == 3)
+      zero_codes += store_e2m1_sr_blocks4(codes + 8 * (b - 3), m4[0], m4[1], m4[2], m4[3], y4[0],
+                                          y4[1], y4[2], y4[3]);
     if constexpr (kStats) {
-      saturated += std::popcount(static_cast<unsigned>(_mm512_cmp_ps_mask(ay, six, _CMP_GT_OQ)));
-      // Code 0 (magnitude bits) from x != 0.
-      const __mmask16 nonzero = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NEQ_OQ);
-      flushed += std::popcount(
-          static_cast<unsigned>(_mm512_mask_testn_epi32_mask(nonzero, c, _mm512_set1_epi32(7))));
+      saturated += std::popcount(static_cast<unsigned>(_mm512_cmp_ps_mask(ay, k.six, _CMP_GT_OQ)));
+      zeros += std::popcount(
+          static_cast<unsigned>(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ)));
     }
   }
   if constexpr (kStats) {
     st->saturated = _mm512_add_epi32(
         st->saturated, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(saturated))));
     st->flushed = _mm512_add_epi32(
-        st->flushed, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(flushed))));
+        st->flushed,
+        _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(zero_codes - zeros))));
     const __m512 own = _mm512_castsi512_ps(g.own);
     st->best = _mm512_max_ps(own, st->best);
     st->peak = _mm512_max_ps(_mm512_mul_ps(own, g.factor), st->peak);
