@@ -27,31 +27,38 @@ template <int kByte>
   return _mm256_and_si256(_mm256_srli_epi32(words, 8 * kByte), k.byte);
 }
 
-// e2m1_codes_stochastic<false> (nvfp4_lanes_avx2.h) of y with |y| given: t as the max of
+// e2m1_codes_stochastic<false>'s magnitude code (nvfp4_lanes_avx2.h) from |y|: t as the max of
 // min(a, 2) * 512 truncated and (a - bits of 0.5) >> 14, a = min(|y|, 6); the code
-// (t + random) >> 8 with y's sign.
-[[gnu::always_inline]] inline __m256i e2m1_codes_stochastic_of(__m256 y, __m256 ay, __m256i random,
-                                                               const StochasticCodeConstants8& k) {
-  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(y), 28), k.sign);
+// (t + random) >> 8.
+[[gnu::always_inline]] inline __m256i e2m1_magnitude_codes_stochastic(
+    __m256 ay, __m256i random, const StochasticCodeConstants8& k) {
   const __m256 af = _mm256_min_ps(ay, k.six);
   const __m256i below2 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_min_ps(af, k.two), k.to_256ths));
   const __m256i from2 = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_castps_si256(af), k.half), 14);
   const __m256i t = _mm256_max_epi32(below2, from2);
-  return _mm256_or_si256(_mm256_srli_epi32(_mm256_add_epi32(t, random), 8), sign);
+  return _mm256_srli_epi32(_mm256_add_epi32(t, random), 8);
 }
 
-// store_e2m1_blocks2 (nvfp4_rows_avx2.h) that also counts the codes whose magnitude bits are 0.
-[[gnu::always_inline]] inline unsigned store_e2m1_blocks2_zeros(uint8_t* dst, __m256i c0,
-                                                                __m256i c1, __m256i c2,
-                                                                __m256i c3) {
-  const __m256i b = _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
-  const __m256i pairs = _mm256_maddubs_epi16(b, _mm256_set1_epi16(0x1001));
+// store_e2m1_blocks2 (nvfp4_rows_avx2.h) of two blocks' magnitude codes m0..m3 (0-7) and products
+// y0..y3 (no NaN): the signs come from the products' bits packed as the codes are (a signed pack
+// keeps a lane's sign), put in for the two blocks at once in place of a shift, a mask and an OR
+// per vector. Returns the number of magnitude codes 0.
+[[gnu::always_inline]] inline unsigned store_e2m1_sr_blocks2(uint8_t* dst, const __m256i (&m)[4],
+                                                             const __m256 (&y)[4]) {
+  const __m256i b =
+      _mm256_packus_epi16(_mm256_packus_epi32(m[0], m[1]), _mm256_packus_epi32(m[2], m[3]));
+  const __m256i s =
+      _mm256_packs_epi16(_mm256_packs_epi32(_mm256_castps_si256(y[0]), _mm256_castps_si256(y[1])),
+                         _mm256_packs_epi32(_mm256_castps_si256(y[2]), _mm256_castps_si256(y[3])));
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i coded =
+      _mm256_or_si256(b, _mm256_and_si256(_mm256_cmpgt_epi8(zero, s), _mm256_set1_epi8(8)));
+  const __m256i pairs = _mm256_maddubs_epi16(coded, _mm256_set1_epi16(0x1001));
   const __m256i p = _mm256_packus_epi16(pairs, pairs);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
                    _mm_unpacklo_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
-  const __m256i zero =
-      _mm256_cmpeq_epi8(_mm256_and_si256(b, _mm256_set1_epi8(7)), _mm256_setzero_si256());
-  return static_cast<unsigned>(std::popcount(static_cast<uint32_t>(_mm256_movemask_epi8(zero))));
+  return static_cast<unsigned>(
+      std::popcount(static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, zero)))));
 }
 
 // The codes of a prepared group g (g.to_scalar 0) whose first block is block kFirst (0 or 8) of
@@ -69,11 +76,13 @@ template <bool kStats, DType::Id kSrc, int kFirst>
 #pragma GCC unroll 4
   for (int b0 = 0; b0 < 8; b0 += 2) {
     __m256i c[4];
+    __m256 y4[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       const int b = b0 + j / 2, h = j % 2;
       const __m256 x = load8(src, dtype, 16 * b + 8 * h);
       const __m256 y = _mm256_mul_ps(x, _mm256_set1_ps(g.f[b]));
+      y4[j] = y;
       const __m256 ay = _mm256_and_ps(y, _mm256_castsi256_ps(k.magnitude));
       const __m256i word = words[h][(kFirst + b) % 4];
       __m256i random;
@@ -91,7 +100,7 @@ template <bool kStats, DType::Id kSrc, int kFirst>
           random = random_byte<3>(word, k);
           break;
       }
-      c[j] = e2m1_codes_stochastic_of(y, ay, random, k);
+      c[j] = e2m1_magnitude_codes_stochastic(ay, random, k);
       if constexpr (kStats) {
         saturated += static_cast<unsigned>(std::popcount(
             static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(ay, k.six, _CMP_GT_OQ)))));
@@ -99,7 +108,7 @@ template <bool kStats, DType::Id kSrc, int kFirst>
             _mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ)))));
       }
     }
-    zero_codes += store_e2m1_blocks2_zeros(codes + 8 * b0, c[0], c[1], c[2], c[3]);
+    zero_codes += store_e2m1_sr_blocks2(codes + 8 * b0, c, y4);
   }
   if constexpr (kStats) {
     st->saturated = _mm256_add_epi32(
