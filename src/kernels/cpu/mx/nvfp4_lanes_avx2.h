@@ -75,15 +75,23 @@ NVFP4_AVX2 __m256i random_bytes(__m256i words, int byte, const StochasticCodeCon
 // on, the former below (where the latter is below it or negative) and both in [1, 2); the code
 // (t + random) >> 8 with v's sign. NaN lanes take e2m1_codes' answer; without kNan, v holds no
 // NaN the codes keep (a block whose product holds one is cast again by the scalar body).
+// e2m1_magnitude_codes_stochastic is the code's magnitude bits from |v| (0-7).
+NVFP4_AVX2 __m256i e2m1_magnitude_codes_stochastic(__m256 magnitude, __m256i random,
+                                                   const StochasticCodeConstants8& k) {
+  const __m256 af = _mm256_min_ps(magnitude, k.six);
+  const __m256i below2 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_min_ps(af, k.two), k.to_256ths));
+  const __m256i from2 = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_castps_si256(af), k.half), 14);
+  const __m256i t = _mm256_max_epi32(below2, from2);
+  return _mm256_srli_epi32(_mm256_add_epi32(t, random), 8);
+}
 template <bool kNan = true>
 NVFP4_AVX2 __m256i e2m1_codes_stochastic(__m256 v, __m256i random,
                                          const StochasticCodeConstants8& k) {
   const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 28), k.sign);
-  const __m256 af = _mm256_min_ps(_mm256_and_ps(v, _mm256_castsi256_ps(k.magnitude)), k.six);
-  const __m256i below2 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_min_ps(af, k.two), k.to_256ths));
-  const __m256i from2 = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_castps_si256(af), k.half), 14);
-  const __m256i t = _mm256_max_epi32(below2, from2);
-  const __m256i code = _mm256_or_si256(_mm256_srli_epi32(_mm256_add_epi32(t, random), 8), sign);
+  const __m256i code =
+      _mm256_or_si256(e2m1_magnitude_codes_stochastic(
+                          _mm256_and_ps(v, _mm256_castsi256_ps(k.magnitude)), random, k),
+                      sign);
   if constexpr (!kNan) return code;
   const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
   if (_mm256_movemask_ps(nan) == 0) return code;

@@ -27,18 +27,6 @@ template <int kByte>
   return _mm256_and_si256(_mm256_srli_epi32(words, 8 * kByte), k.byte);
 }
 
-// e2m1_codes_stochastic<false>'s magnitude code (nvfp4_lanes_avx2.h) from |y|: t as the max of
-// min(a, 2) * 512 truncated and (a - bits of 0.5) >> 14, a = min(|y|, 6); the code
-// (t + random) >> 8.
-[[gnu::always_inline]] inline __m256i e2m1_magnitude_codes_stochastic(
-    __m256 ay, __m256i random, const StochasticCodeConstants8& k) {
-  const __m256 af = _mm256_min_ps(ay, k.six);
-  const __m256i below2 = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_min_ps(af, k.two), k.to_256ths));
-  const __m256i from2 = _mm256_srai_epi32(_mm256_sub_epi32(_mm256_castps_si256(af), k.half), 14);
-  const __m256i t = _mm256_max_epi32(below2, from2);
-  return _mm256_srli_epi32(_mm256_add_epi32(t, random), 8);
-}
-
 // store_e2m1_blocks2 (nvfp4_rows_avx2.h) of two blocks' magnitude codes m0..m3 (0-7) and products
 // y0..y3 (no NaN): the signs come from the products' bits packed as the codes are (a signed pack
 // keeps a lane's sign), put in for the two blocks at once in place of a shift, a mask and an OR
