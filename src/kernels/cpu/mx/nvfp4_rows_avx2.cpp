@@ -177,10 +177,9 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                                             offset, static_cast<uint64_t>(row),
                                             first_col + b * kNvfp4Block, c, s, &st);
   };
-  // Rounded to nearest: each group's amax and factors taken a group ahead, so that their chain
-  // (a reduction, the scale codes' compares) hides behind the blocks before. Given the blocks'
-  // amax, their own are taken only for the statistics' records, and not from the tiles' own.
-  constexpr bool kAhead = !kSr;
+  // Each group's amax and factors taken a group ahead, so that their chain (a reduction, the
+  // scale codes' compares) hides behind the blocks before. Given the blocks' amax, their own are
+  // taken only for the statistics' records, and not from the tiles' own.
   constexpr bool kGivenOnly = !kStats || kTileRecords;
   auto prepare = [&](int64_t b, FloatGroup & g) __attribute__((always_inline)) {
     prepare_group8<kSrc, kGivenOnly>(at(src, dtype, b * kNvfp4Block),
@@ -190,26 +189,28 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
   const int64_t groups = blocks / 8;
   const E2m1StepTable table;
   FloatGroup ahead[2];
-  if (kAhead && groups > 0) prepare(0, ahead[0]);
+  if (groups > 0) prepare(0, ahead[0]);
   int64_t b = 0;
   for (; b + 8 <= blocks; b += 8) {
     const void* x = at(src, dtype, b * kNvfp4Block);
-    uint8_t *c = codes + b * kNvfp4Block / 2, *s = scales + b;
+    uint8_t* c = codes + b * kNvfp4Block / 2;
+    const int64_t q = b / 8;
+    const FloatGroup& g = ahead[q & 1];
+    // The group's 8 lines 4 KiB on (kernels/cpu/common/fetch_ahead.h).
+    if constexpr (!kSr) fetch_group_lines_ahead(x);
+    if (q + 1 < groups) prepare(b + 8, ahead[(q + 1) & 1]);
     unsigned nan;
-    if constexpr (kAhead) {
-      const int64_t q = b / 8;
-      // The group's 8 lines 4 KiB on (kernels/cpu/common/fetch_ahead.h).
-      fetch_group_lines_ahead(x);
-      if (q + 1 < groups) prepare(b + 8, ahead[(q + 1) & 1]);
+    if constexpr (kSr) {
+      nan = encode_sr_prepared8<kStats, kSrc>(x, g, &*sr, offset, static_cast<uint64_t>(row),
+                                              first_col + b * kNvfp4Block, c, &st);
+    } else {
       if constexpr (kSrc == DType::Id::f32) {
-        if (ahead[q & 1].to_scalar == 0) {
-          encode_f32_table8<kStats>(static_cast<const float*>(x), ahead[q & 1], table, c, &st);
+        if (g.to_scalar == 0) {
+          encode_f32_table8<kStats>(static_cast<const float*>(x), g, table, c, &st);
           continue;
         }
       }
-      nan = encode_prepared8<kSr, kStats, kSrc>(x, ahead[q & 1], nullptr, 0, 0, 0, c, &st);
-    } else {
-      nan = group(x, block_amax_in ? block_amax_in + b : nullptr, b, c, s);
+      nan = encode_prepared8<kSr, kStats, kSrc>(x, g, nullptr, 0, 0, 0, c, &st);
     }
     for (; nan; nan &= nan - 1) scalar_block(b + std::countr_zero(nan), kNvfp4Block);
   }

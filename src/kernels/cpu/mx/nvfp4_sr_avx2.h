@@ -110,16 +110,14 @@ template <bool kStats, DType::Id kSrc, int kFirst>
   }
 }
 
-// encode_group8 with stochastic rounding: the group's amax, scales and factors, then its codes
-// by encode_sr_aligned8 where the group starts at column 0 or 128 of a 256-column group and its
+// The codes of a prepared group g (prepare_group8) with stochastic rounding: by
+// encode_sr_aligned8 where the group starts at column 0 or 128 of a 256-column group and its
 // factors are finite, else by encode_prepared8. Returns the blocks the scalar body casts.
 template <bool kStats, DType::Id kSrc>
-inline unsigned encode_sr_group8(const void* src, const float* block_amax_in, float tensor_scale,
-                                 const Nvfp4ScaleCodeThresholds& sc, SrWords8* sr, uint64_t offset,
-                                 uint64_t row, int64_t col, uint8_t* codes, uint8_t* scales,
-                                 Nvfp4LaneStats8* st) {
-  FloatGroup g;
-  prepare_group8<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
+[[gnu::always_inline]] inline unsigned encode_sr_prepared8(const void* src, const FloatGroup& g,
+                                                           SrWords8* sr, uint64_t offset,
+                                                           uint64_t row, int64_t col,
+                                                           uint8_t* codes, Nvfp4LaneStats8* st) {
   if ((col & 127) == 0 && g.to_scalar == 0) {
     sr->need(offset, row, col, col);
     if ((col & 255) == 0)
@@ -129,6 +127,18 @@ inline unsigned encode_sr_group8(const void* src, const float* block_amax_in, fl
     return 0;
   }
   return encode_prepared8<true, kStats, kSrc>(src, g, sr, offset, row, col, codes, st);
+}
+
+// encode_group8 with stochastic rounding: the group's amax, scales and factors, then its codes
+// (encode_sr_prepared8). Returns the blocks the scalar body casts.
+template <bool kStats, DType::Id kSrc>
+inline unsigned encode_sr_group8(const void* src, const float* block_amax_in, float tensor_scale,
+                                 const Nvfp4ScaleCodeThresholds& sc, SrWords8* sr, uint64_t offset,
+                                 uint64_t row, int64_t col, uint8_t* codes, uint8_t* scales,
+                                 Nvfp4LaneStats8* st) {
+  FloatGroup g;
+  prepare_group8<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
+  return encode_sr_prepared8<kStats, kSrc>(src, g, sr, offset, row, col, codes, st);
 }
 
 }  // namespace
