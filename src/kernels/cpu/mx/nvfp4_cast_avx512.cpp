@@ -348,6 +348,19 @@ inline unsigned store_e2m1_sr_blocks4(uint8_t* dst, __m512i m0, __m512i m1, __m5
   return static_cast<unsigned>(std::popcount(static_cast<uint64_t>(_mm512_testn_epi8_mask(b, b))));
 }
 
+// An aligned group's counts added to st: its saturated and flushed elements (counted in general
+// registers) and its blocks' amax and amax * factor.
+inline void add_aligned_counts(const FloatGroup16& g, unsigned saturated, unsigned flushed,
+                               Nvfp4LaneStats* st) {
+  st->saturated = _mm512_add_epi32(
+      st->saturated, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(saturated))));
+  st->flushed = _mm512_add_epi32(
+      st->flushed, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(flushed))));
+  const __m512 own = _mm512_castsi512_ps(g.own);
+  st->best = _mm512_max_ps(own, st->best);
+  st->peak = _mm512_max_ps(_mm512_mul_ps(own, g.factor), st->peak);
+}
+
 // Stochastic rounding of a prepared group whose first column is a multiple of 256 and whose
 // factors are all finite (g.to_scalar 0): its 16 blocks read one 256-column group's words
 // (`words`, philox.h's sr_byte), block b byte b / 4 of word b % 4, so every word and rotation is
@@ -389,16 +402,7 @@ template <bool kStats, DType::Id kSrc>
           static_cast<unsigned>(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ)));
     }
   }
-  if constexpr (kStats) {
-    st->saturated = _mm512_add_epi32(
-        st->saturated, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(saturated))));
-    st->flushed = _mm512_add_epi32(
-        st->flushed,
-        _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(zero_codes - zeros))));
-    const __m512 own = _mm512_castsi512_ps(g.own);
-    st->best = _mm512_max_ps(own, st->best);
-    st->peak = _mm512_max_ps(_mm512_mul_ps(own, g.factor), st->peak);
-  }
+  if constexpr (kStats) add_aligned_counts(g, saturated, zero_codes - zeros, st);
 }
 
 // encode_sr_aligned16 for a bfloat16 source, two blocks at a time without widening them: a
@@ -475,16 +479,7 @@ template <bool kStats>
         std::popcount(_mm512_testn_epi8_mask(packed, _mm512_set1_epi8(0x07))) +
         std::popcount(_mm512_testn_epi8_mask(packed, _mm512_set1_epi8(0x70))));
   }
-  if constexpr (kStats) {
-    st->saturated = _mm512_add_epi32(
-        st->saturated, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(saturated))));
-    st->flushed = _mm512_add_epi32(
-        st->flushed,
-        _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(zero_codes - zeros))));
-    const __m512 own = _mm512_castsi512_ps(g.own);
-    st->best = _mm512_max_ps(own, st->best);
-    st->peak = _mm512_max_ps(_mm512_mul_ps(own, g.factor), st->peak);
-  }
+  if constexpr (kStats) add_aligned_counts(g, saturated, zero_codes - zeros, st);
 }
 
 // A float32 source rounded to nearest: E2M1 codes by a byte table of the index of y = |x| *
