@@ -369,6 +369,7 @@ inline void add_aligned_counts(const FloatGroup16& g, unsigned saturated, unsign
 // kStats the saturated and flushed elements are counted from masks in general registers
 // (popcount), off the vector pipes, and added to st once: flushed (code magnitude 0 from x != 0)
 // as the codes of magnitude 0 less the elements x = 0 (whose codes are 0 whatever the byte).
+// A bfloat16 source takes encode_sr_aligned16_bf16, which gives the same bytes.
 template <bool kStats, DType::Id kSrc>
 [[gnu::always_inline]] inline void encode_sr_aligned16(const void* src, const FloatGroup16& g,
                                                        const __m512i (&words)[4], uint8_t* codes,
