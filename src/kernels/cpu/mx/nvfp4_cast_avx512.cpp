@@ -348,19 +348,6 @@ inline unsigned store_e2m1_sr_blocks4(uint8_t* dst, __m512i m0, __m512i m1, __m5
   return static_cast<unsigned>(std::popcount(static_cast<uint64_t>(_mm512_testn_epi8_mask(b, b))));
 }
 
-// An aligned group's counts added to st: its saturated and flushed elements (counted in general
-// registers) and its blocks' amax and amax * factor.
-inline void add_aligned_counts(const FloatGroup16& g, unsigned saturated, unsigned flushed,
-                               Nvfp4LaneStats* st) {
-  st->saturated = _mm512_add_epi32(
-      st->saturated, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(saturated))));
-  st->flushed = _mm512_add_epi32(
-      st->flushed, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(flushed))));
-  const __m512 own = _mm512_castsi512_ps(g.own);
-  st->best = _mm512_max_ps(own, st->best);
-  st->peak = _mm512_max_ps(_mm512_mul_ps(own, g.factor), st->peak);
-}
-
 // Stochastic rounding of a prepared group whose first column is a multiple of 256 and whose
 // factors are all finite (g.to_scalar 0): its 16 blocks read one 256-column group's words
 // (`words`, philox.h's sr_byte), block b byte b / 4 of word b % 4, so every word and rotation is
@@ -369,7 +356,6 @@ inline void add_aligned_counts(const FloatGroup16& g, unsigned saturated, unsign
 // kStats the saturated and flushed elements are counted from masks in general registers
 // (popcount), off the vector pipes, and added to st once: flushed (code magnitude 0 from x != 0)
 // as the codes of magnitude 0 less the elements x = 0 (whose codes are 0 whatever the byte).
-// A bfloat16 source takes encode_sr_aligned16_bf16, which gives the same bytes.
 template <bool kStats, DType::Id kSrc>
 [[gnu::always_inline]] inline void encode_sr_aligned16(const void* src, const FloatGroup16& g,
                                                        const __m512i (&words)[4], uint8_t* codes,
@@ -403,84 +389,16 @@ template <bool kStats, DType::Id kSrc>
           static_cast<unsigned>(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ)));
     }
   }
-  if constexpr (kStats) add_aligned_counts(g, saturated, zero_codes - zeros, st);
-}
-
-// encode_sr_aligned16 for a bfloat16 source, two blocks at a time without widening them: a
-// vector of 32 bfloat16 (blocks b, b + 1) with the signs cleared is, as 16 float32 lanes, the odd
-// elements' |x| under the mask 0xFFFF0000 and the even ones' shifted up by 16 (lanes 0-7 block
-// b's, 8-15 block b + 1's), so the even and odd elements' codes sit in the lane of the byte they
-// make (even | odd << 4; lanes 0-15 the two blocks' 16 bytes in order). The random words are put
-// in that order once per group (the even and odd lanes of words w, w + 1: blocks b and b + 1 read
-// words b % 4 and b % 4 + 1, the same byte b / 4), and the signs are tested in the bfloat16 bits.
-// |x| * factor is |x * factor| (the factor is positive), so the bytes are encode_sr_aligned16's.
-template <bool kStats>
-[[gnu::always_inline]] inline void encode_sr_aligned16_bf16(const uint16_t* p,
-                                                            const FloatGroup16& g,
-                                                            const __m512i (&words)[4],
-                                                            uint8_t* codes, Nvfp4LaneStats* st) {
-  const StochasticCodeConstants16 k;
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  // [w][h]: words 2w, 2w + 1's even (h = 0) or odd (h = 1) lanes.
-  const __m512i pair_words[2][2] = {{_mm512_permutex2var_epi32(words[0], even, words[1]),
-                                     _mm512_permutex2var_epi32(words[0], odd, words[1])},
-                                    {_mm512_permutex2var_epi32(words[2], even, words[3]),
-                                     _mm512_permutex2var_epi32(words[2], odd, words[3])}};
-  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const __m512i odd_field = _mm512_set1_epi32(0x70);
-  const __m512i sign_even = _mm512_set1_epi32(0x8000);
-  const __m512i sign_odd = _mm512_set1_epi32(static_cast<int>(0x80000000u));
-  unsigned saturated = 0, zero_codes = 0, zeros = 0;
-#pragma GCC unroll 2
-  for (int b8 = 0; b8 < 16; b8 += 8) {
-    __m512i bytes[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const int b = b8 + 2 * j;
-      const __m512i raw = _mm512_loadu_si512(p + 16 * b);
-      const __m512i magnitudes = _mm512_and_si512(raw, _mm512_set1_epi32(0x7FFF7FFF));
-      const __m512 f =
-          _mm512_mask_mov_ps(_mm512_set1_ps(g.f[b]), 0xFF00, _mm512_set1_ps(g.f[b + 1]));
-      __m512i v[2];  // e2m1_codes_stochastic's bits(u) + random, even and odd elements
-      __mmask16 negative[2];
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) {
-        const __m512i ax =
-            h == 0 ? _mm512_slli_epi32(magnitudes, 16) : _mm512_and_si512(magnitudes, high);
-        negative[h] = _mm512_test_epi32_mask(raw, h == 0 ? sign_even : sign_odd);
-        const __m512 ay = _mm512_mul_ps(_mm512_castsi512_ps(ax), f);
-        const __m512i random = _mm512_ternarylogic_epi32(
-            _mm512_rol_epi32(pair_words[(b % 4) / 2][h], (14 - 8 * (b / 4)) & 31), k.byte_field,
-            k.bias, 0xEA);
-        const __m512 a = _mm512_min_ps(ay, k.six);
-        const __m512 u = _mm512_max_ps(
-            a, _mm512_fmadd_round_ps(a, k.half, k.half, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-        v[h] = _mm512_add_epi32(_mm512_castps_si512(u), random);
-        if constexpr (kStats)
-          saturated +=
-              std::popcount(static_cast<unsigned>(_mm512_cmp_ps_mask(ay, k.six, _CMP_GT_OQ)));
-      }
-      // even code | (odd code << 4): (v0 >> 22) | ((v1 >> 18) & 0x70)
-      __m512i byte = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v[0], 22),
-                                               _mm512_srli_epi32(v[1], 18), odd_field, 0xF8);
-      byte = _mm512_mask_or_epi32(byte, negative[0], byte, _mm512_set1_epi32(0x08));
-      bytes[j] = _mm512_mask_or_epi32(byte, negative[1], byte, _mm512_set1_epi32(0x80));
-      if constexpr (kStats)
-        zeros += std::popcount(
-            static_cast<unsigned>(_mm512_testn_epi16_mask(raw, _mm512_set1_epi16(0x7FFF))));
-    }
-    // 128-bit lane L: 4-byte unit j is pair j's bytes 4L..4L + 3.
-    const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(bytes[0], bytes[1]),
-                                               _mm512_packus_epi32(bytes[2], bytes[3]));
-    const __m512i ordered = _mm512_permutexvar_epi32(
-        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
-    _mm512_storeu_si512(codes + 8 * b8, ordered);
-    zero_codes += static_cast<unsigned>(
-        std::popcount(_mm512_testn_epi8_mask(packed, _mm512_set1_epi8(0x07))) +
-        std::popcount(_mm512_testn_epi8_mask(packed, _mm512_set1_epi8(0x70))));
+  if constexpr (kStats) {
+    st->saturated = _mm512_add_epi32(
+        st->saturated, _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(saturated))));
+    st->flushed = _mm512_add_epi32(
+        st->flushed,
+        _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(zero_codes - zeros))));
+    const __m512 own = _mm512_castsi512_ps(g.own);
+    st->best = _mm512_max_ps(own, st->best);
+    st->peak = _mm512_max_ps(_mm512_mul_ps(own, g.factor), st->peak);
   }
-  if constexpr (kStats) add_aligned_counts(g, saturated, zero_codes - zeros, st);
 }
 
 // A float32 source rounded to nearest: E2M1 codes by a byte table of the index of y = |x| *
@@ -581,11 +499,7 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
   if constexpr (kSr) {
     if ((col & 255) == 0 && g.to_scalar == 0) {
       sr->need(offset, row, col, col);
-      if constexpr (kSrc == DType::Id::bf16)
-        encode_sr_aligned16_bf16<kStats>(static_cast<const uint16_t*>(src), g, sr->words(col),
-                                         codes, st);
-      else
-        encode_sr_aligned16<kStats, kSrc>(src, g, sr->words(col), codes, st);
+      encode_sr_aligned16<kStats, kSrc>(src, g, sr->words(col), codes, st);
       return 0;
     }
   }
