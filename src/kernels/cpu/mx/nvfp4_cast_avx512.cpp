@@ -111,13 +111,18 @@ inline __m512i random_bytes(__m512i words, int byte, const StochasticCodeConstan
 // which mod 2^10 is that with 0xC1000000 = 2^32 - 0x3F000000 added; v's sign into bit 3. NaN lanes
 // take e2m1_codes' answer; without kNan, v holds no NaN the codes keep (a block whose product
 // holds one is cast again by the scalar body). `magnitude` is |v|, which the statistics read too.
-template <bool kNan = true>
-inline __m512i e2m1_codes_stochastic(__m512 v, __m512 magnitude, __m512i random,
-                                     const StochasticCodeConstants16& k) {
+// e2m1_magnitude_codes_stochastic is the code's magnitude bits (0-7) from `magnitude`.
+inline __m512i e2m1_magnitude_codes_stochastic(__m512 magnitude, __m512i random,
+                                               const StochasticCodeConstants16& k) {
   const __m512 a = _mm512_min_ps(magnitude, k.six);
   const __m512 u = _mm512_max_ps(
       a, _mm512_fmadd_round_ps(a, k.half, k.half, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-  const __m512i code = _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(u), random), 22);
+  return _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(u), random), 22);
+}
+template <bool kNan = true>
+inline __m512i e2m1_codes_stochastic(__m512 v, __m512 magnitude, __m512i random,
+                                     const StochasticCodeConstants16& k) {
+  const __m512i code = e2m1_magnitude_codes_stochastic(magnitude, random, k);
   // code | ((v >> 28) & 8): the sign into bit 3
   const __m512i signed_code =
       _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(_mm512_castps_si512(v), 28), k.sign, 0xF8);
@@ -375,11 +380,7 @@ template <bool kStats, DType::Id kSrc>
     // random_bytes with the rotation of byte b / 4 as an immediate: (rotated & field) | bias
     const __m512i random = _mm512_ternarylogic_epi32(
         _mm512_rol_epi32(words[b % 4], (14 - 8 * (b / 4)) & 31), k.byte_field, k.bias, 0xEA);
-    // e2m1_codes_stochastic's magnitude code (bits(u) + random) >> 22.
-    const __m512 a = _mm512_min_ps(ay, k.six);
-    const __m512 u = _mm512_max_ps(
-        a, _mm512_fmadd_round_ps(a, k.half, k.half, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    m4[b % 4] = _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(u), random), 22);
+    m4[b % 4] = e2m1_magnitude_codes_stochastic(ay, random, k);
     if (b % 4 == 3)
       zero_codes += store_e2m1_sr_blocks4(codes + 8 * (b - 3), m4[0], m4[1], m4[2], m4[3], y4[0],
                                           y4[1], y4[2], y4[3]);

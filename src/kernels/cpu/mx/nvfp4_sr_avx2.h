@@ -18,13 +18,13 @@
 namespace mantissa::kernels::mx::detail {
 namespace {
 
-// Byte `byte` (0-3, known when compiled) of each lane of `words` (0-255).
-template <int kByte>
-[[gnu::always_inline]] inline __m256i random_byte(__m256i words,
+// Byte `byte` (0-3) of each lane of `words` (0-255). The callers' loops are unrolled, so `byte` is
+// a constant and the shift an immediate (byte 0 a mask only, byte 3 a shift only), where
+// random_bytes (nvfp4_lanes_avx2.h) shifts by a register.
+[[gnu::always_inline]] inline __m256i random_byte(__m256i words, int byte,
                                                   const StochasticCodeConstants8& k) {
-  if constexpr (kByte == 0) return _mm256_and_si256(words, k.byte);
-  if constexpr (kByte == 3) return _mm256_srli_epi32(words, 24);
-  return _mm256_and_si256(_mm256_srli_epi32(words, 8 * kByte), k.byte);
+  if (byte == 3) return _mm256_srli_epi32(words, 24);
+  return _mm256_and_si256(byte == 0 ? words : _mm256_srli_epi32(words, 8 * byte), k.byte);
 }
 
 // store_e2m1_blocks2 (nvfp4_rows_avx2.h) of two blocks' magnitude codes m0..m3 (0-7) and products
@@ -73,21 +73,7 @@ template <bool kStats, DType::Id kSrc, int kFirst>
       y4[j] = y;
       const __m256 ay = _mm256_and_ps(y, _mm256_castsi256_ps(k.magnitude));
       const __m256i word = words[h][(kFirst + b) % 4];
-      __m256i random;
-      switch ((kFirst + b) / 4) {
-        case 0:
-          random = random_byte<0>(word, k);
-          break;
-        case 1:
-          random = random_byte<1>(word, k);
-          break;
-        case 2:
-          random = random_byte<2>(word, k);
-          break;
-        default:
-          random = random_byte<3>(word, k);
-          break;
-      }
+      const __m256i random = random_byte(word, (kFirst + b) / 4, k);
       c[j] = e2m1_magnitude_codes_stochastic(ay, random, k);
       if constexpr (kStats) {
         saturated += static_cast<unsigned>(std::popcount(
