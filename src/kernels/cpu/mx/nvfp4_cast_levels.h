@@ -30,6 +30,14 @@ void mxfp4_encode_sr(const void* src, DType src_dtype, int64_t n, uint64_t seed,
 MxStatsRun nvfp4_encode_bf16(const uint16_t* src, int64_t n, float tensor_scale,
                              const float* block_amax_in, bool stats, bool tile_records, bool lookup,
                              uint8_t* codes, uint8_t* scales);
+// nvfp4_encode_bf16 of `rows` rows (at most 16; ld elements, code_ld and scale_ld bytes apart) of
+// n elements each that take the same tile amax (one 16x16 tile row's, its blocks' from the first
+// column's): a group of 16 blocks' scale codes and records are made once for all the rows. The
+// same bytes and statistics as a call of nvfp4_encode_bf16 per row.
+MxStatsRun nvfp4_encode_bf16_tile_rows(const uint16_t* src, int64_t rows, int64_t n, int64_t ld,
+                                       float tensor_scale, const float* tile_amax, bool stats,
+                                       bool tile_records, bool lookup, uint8_t* codes,
+                                       int64_t code_ld, uint8_t* scales, int64_t scale_ld);
 }  // namespace avx2
 
 namespace avx512 {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_lanes_avx2.h"
@@ -508,15 +509,18 @@ template <bool kStats, bool kTileRecords, bool kLookup>
                      g.look ? _mm256_slli_epi16(g.code, 7) : _mm256_slli_epi16(g.code, 8));
 }
 
-// A prepared group's counts and records (kStats), from its blocks' byte counts.
+// A prepared group's counts and (records) records (kStats), from its blocks' byte counts. The
+// records come from g.own alone, so rows that share a group's amax (a tile row's) take them once.
 template <bool kStats>
 [[gnu::always_inline]] inline void group16_records(const Bf16Group16& g,
                                                    const Nvfp4ScaleCodeThresholds& sc,
                                                    const Bf16Consts16& k, __m256i saturated,
-                                                   __m256i flushed, Nvfp4LaneStats8* st) {
+                                                   __m256i flushed, Nvfp4LaneStats8* st,
+                                                   bool records) {
   if constexpr (kStats) {
     st->saturated = add_byte_counts(st->saturated, saturated);
     st->flushed = add_byte_counts(st->flushed, flushed);
+    if (!records) return;
     // The blocks' own amax as float32 and their codes in 32-bit lanes, in the same order.
     const __m256i zero = _mm256_setzero_si256();
     const __m256 own[2] = {_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, g.own)),
@@ -544,10 +548,10 @@ template <bool kStats, bool kOctave>
                                                        const Bf16Thresholds& t,
                                                        const Nvfp4ScaleCodeThresholds& sc,
                                                        const Bf16Consts16& k, uint8_t* codes,
-                                                       Nvfp4LaneStats8* st) {
+                                                       Nvfp4LaneStats8* st, bool records) {
   __m256i saturated = _mm256_setzero_si256(), flushed = saturated;
   threshold_blocks_bf16<kStats, 16, uint16_t, kOctave>(p, g.offset, t, codes, saturated, flushed);
-  group16_records<kStats>(g, sc, k, saturated, flushed, st);
+  group16_records<kStats>(g, sc, k, saturated, flushed, st, records);
 }
 
 // One block's negated codes by lookup (Bf16Thresholds::look; look is its look[c]), as
@@ -576,7 +580,7 @@ template <bool kStats, bool kCap>
 [[gnu::target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), gnu::noinline]] void
 encode_group16_bf16_lookup(const uint16_t* p, const Bf16Group16& g, const Bf16Thresholds& t,
                            const Nvfp4ScaleCodeThresholds& sc, const Bf16Consts16& k,
-                           uint8_t* codes, Nvfp4LaneStats8* st) {
+                           uint8_t* codes, Nvfp4LaneStats8* st, bool records) {
   const char* looks = reinterpret_cast<const char*>(t.look);
   __m256i saturated = _mm256_setzero_si256(), flushed = saturated, bytes[2];
   Bf16BlockCodes c[2];
@@ -588,8 +592,17 @@ encode_group16_bf16_lookup(const uint16_t* p, const Bf16Group16& g, const Bf16Th
     if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
     if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
   }
-  group16_records<kStats>(g, sc, k, saturated, flushed, st);
+  group16_records<kStats>(g, sc, k, saturated, flushed, st, records);
 }
+
+// A row's groups of 16 blocks prepared once for every row that shares their amax (a 16x16 tile
+// row's rows: prepare_shared_groups16), and the first row's scales, which the preparation wrote.
+struct Bf16SharedGroups {
+  static constexpr int64_t kMaxGroups = 32;  // rows of up to 8192 elements
+  Bf16Group16 group[kMaxGroups];
+  int64_t groups = 0;
+  const uint8_t* scales = nullptr;
+};
 
 // The cast of a segment of n bfloat16 elements rounded to nearest: whole groups of 16 blocks
 // (encode_group16_bf16) where the scale codes' thresholds serve, each prepared a group ahead so
@@ -597,9 +610,12 @@ encode_group16_bf16_lookup(const uint16_t* p, const Bf16Group16& g, const Bf16Th
 // (encode_group8_bf16, prepared a group ahead too), a group whose codes have no rows by the
 // float32 lanes (encode_group8); the last 1-7 whole blocks from a zero-padded copy. With kStats
 // it returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast holds.
+// Given `shared` (the groups of 16 prepared from block_amax_in, no own amax needed), the groups
+// of 16 take them in place of their own preparation, row 0's scales copied, and their records
+// only in the row whose scales they wrote.
 template <bool kStats, bool kTileRecords = false, bool kLookup = false>
 MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const float* block_amax_in,
-                       uint8_t* codes, uint8_t* scales) {
+                       uint8_t* codes, uint8_t* scales, const Bf16SharedGroups* shared = nullptr) {
   constexpr DType::Id kSrc = DType::Id::bf16;
   const DType dtype{kSrc};
   const int64_t blocks = n / kNvfp4Block, full = blocks * kNvfp4Block;
@@ -643,26 +659,28 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
           p + 16 * g * kNvfp4Block, block_amax_in ? block_amax_in + 16 * g : nullptr, tensor_scale,
           k, *thresholds, scales + 16 * g, a);
     };
-    prepare16(0, ahead16[0]);
+    const bool records = !shared || shared->scales == scales;
+    if (!shared) prepare16(0, ahead16[0]);
     for (int64_t g = 0; g < groups16; ++g) {
       // The 8 lines of the group 4 KiB on (kernels/cpu/common/fetch_ahead.h): the
       // preparation a group ahead reads 512 bytes on, and none where the amax are given.
       fetch_group_lines_ahead(p + 16 * g * kNvfp4Block);
-      if (g + 1 < groups16) prepare16(g + 1, ahead16[(g + 1) & 1]);
-      const Bf16Group16& a = ahead16[g & 1];
+      if (!shared && g + 1 < groups16) prepare16(g + 1, ahead16[(g + 1) & 1]);
+      const Bf16Group16& a = shared ? shared->group[g] : ahead16[g & 1];
+      if (!records && a.ok) std::memcpy(scales + 16 * g, shared->scales + 16 * g, 16);
       if (kLookup && a.ok && a.look) {
         if (a.bounded)
           encode_group16_bf16_lookup<kStats, false>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
-                                                    codes + 8 * g * kNvfp4Block, &st);
+                                                    codes + 8 * g * kNvfp4Block, &st, records);
         else
           encode_group16_bf16_lookup<kStats, true>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
-                                                   codes + 8 * g * kNvfp4Block, &st);
+                                                   codes + 8 * g * kNvfp4Block, &st, records);
       } else if (a.ok && a.octave) {
         encode_group16_bf16<kStats, true>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
-                                          codes + 8 * g * kNvfp4Block, &st);
+                                          codes + 8 * g * kNvfp4Block, &st, records);
       } else if (a.ok) {
         encode_group16_bf16<kStats, false>(p + 16 * g * kNvfp4Block, a, *thresholds, sc, k,
-                                           codes + 8 * g * kNvfp4Block, &st);
+                                           codes + 8 * g * kNvfp4Block, &st, records);
       } else {
         for (int h = 0; h < 2; ++h) eight(16 * g + 8 * h);
         k.rows(*thresholds);
@@ -702,6 +720,46 @@ MxStatsRun encode_bf16(const uint16_t* p, int64_t n, float tensor_scale, const f
   return run;
 }
 
+// The groups of 16 blocks of a row of n elements (n <= 8192) taking block_amax_in, prepared into
+// out for encode_bf16's rows that share them; scales (the first row's) written.
+template <bool kStats, bool kTileRecords, bool kLookup>
+void prepare_shared_groups16(const uint16_t* p, int64_t n, float tensor_scale,
+                             const float* block_amax_in, uint8_t* scales, Bf16SharedGroups& out) {
+  const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
+  out.groups = sc.ok ? n / kNvfp4Block / 16 : 0;
+  out.scales = scales;
+  Bf16Thresholds& t = bf16_thresholds(tensor_scale);
+  Bf16Consts16 k(sc, t);
+  for (int64_t g = 0; g < out.groups; ++g)
+    prepare_group16_bf16<kStats, kTileRecords, kLookup>(p + 16 * g * kNvfp4Block,
+                                                        block_amax_in + 16 * g, tensor_scale, k, t,
+                                                        scales + 16 * g, out.group[g]);
+}
+
+// nvfp4_encode_bf16_tile_rows at one level and statistics setting.
+template <bool kStats, bool kTileRecords, bool kLookup>
+MxStatsRun encode_bf16_tile_rows(const uint16_t* src, int64_t rows, int64_t n, int64_t ld,
+                                 float tensor_scale, const float* tile_amax, uint8_t* codes,
+                                 int64_t code_ld, uint8_t* scales, int64_t scale_ld) {
+  MxStatsRun run;
+  // Rows whose statistics need their blocks' own amax, or longer than the groups hold, go one at
+  // a time.
+  if ((kStats && !kTileRecords) || n > 16 * kNvfp4Block * Bf16SharedGroups::kMaxGroups) {
+    for (int64_t r = 0; r < rows; ++r)
+      run.append(encode_bf16<kStats, kTileRecords, kLookup>(
+          src + r * ld, n, tensor_scale, tile_amax, codes + r * code_ld, scales + r * scale_ld));
+    return run;
+  }
+  Bf16SharedGroups shared;
+  prepare_shared_groups16<kStats, kTileRecords, kLookup>(src, n, tensor_scale, tile_amax, scales,
+                                                         shared);
+  for (int64_t r = 0; r < rows; ++r)
+    run.append(encode_bf16<kStats, kTileRecords, kLookup>(src + r * ld, n, tensor_scale, tile_amax,
+                                                          codes + r * code_ld,
+                                                          scales + r * scale_ld, &shared));
+  return run;
+}
+
 }  // namespace
 
 namespace avx2 {
@@ -724,6 +782,24 @@ MxStatsRun nvfp4_encode_bf16(const uint16_t* src, int64_t n, float tensor_scale,
                                        codes, scales)
                 : encode_bf16_as<false>(src, n, tensor_scale, block_amax_in, stats, tile_records,
                                         codes, scales);
+}
+
+MxStatsRun nvfp4_encode_bf16_tile_rows(const uint16_t* src, int64_t rows, int64_t n, int64_t ld,
+                                       float tensor_scale, const float* tile_amax, bool stats,
+                                       bool tile_records, bool lookup, uint8_t* codes,
+                                       int64_t code_ld, uint8_t* scales, int64_t scale_ld) {
+  auto as = [&](auto kLookup) {
+    constexpr bool kLook = decltype(kLookup)::value;
+    if (stats && tile_records)
+      return encode_bf16_tile_rows<true, true, kLook>(src, rows, n, ld, tensor_scale, tile_amax,
+                                                      codes, code_ld, scales, scale_ld);
+    if (stats)
+      return encode_bf16_tile_rows<true, false, kLook>(src, rows, n, ld, tensor_scale, tile_amax,
+                                                       codes, code_ld, scales, scale_ld);
+    return encode_bf16_tile_rows<false, false, kLook>(src, rows, n, ld, tensor_scale, tile_amax,
+                                                      codes, code_ld, scales, scale_ld);
+  };
+  return lookup ? as(std::true_type{}) : as(std::false_type{});
 }
 
 }  // namespace avx2
