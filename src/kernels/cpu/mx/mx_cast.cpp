@@ -365,19 +365,27 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
   const bool stochastic = encoding.rounding == Fp4Rounding::kStochastic;
   const float ts = encoding.tensor_scale;
   const SimdLevel usable = std::min(level, simd_level());
-  if (encoding.tiles_16x16 && !stochastic && src_dtype == kBFloat16 && usable >= SimdLevel::kAvx2) {
-    // A tile row's 16 rows take the same tile amax: the bfloat16 body casts them in one call a
-    // column segment, each group's scale codes made once (nvfp4_cast_levels.h).
+  const bool bf16 = src_dtype == kBFloat16;
+  if (encoding.tiles_16x16 && !stochastic && usable >= SimdLevel::kAvx2 &&
+      (bf16 || usable == SimdLevel::kAvx2)) {
+    // A tile row's 16 rows take the same tile amax: the bfloat16 body (both levels) or the AVX2
+    // float32 one casts them in one call a column segment, each group's scales made once
+    // (nvfp4_cast_levels.h).
     for_each_segment(
         blocks_of(rows, kNvfp4Block), cols,
         [&](int64_t t, int64_t begin, int64_t len) {
-          const int64_t r0 = t * kNvfp4Block;
-          return detail::avx2::nvfp4_encode_bf16_tile_rows(
-              static_cast<const uint16_t*>(at(src, src_dtype, r0 * cols + begin)),
-              std::min(kNvfp4Block, rows - r0), len, cols, ts,
-              tile_amax + t * blocks + begin / kNvfp4Block, stats != nullptr, tile_records,
-              usable >= SimdLevel::kAvx512, codes + r0 * code_stride + begin / 2, code_stride,
-              scales + r0 * blocks + begin / kNvfp4Block, blocks);
+          const int64_t r0 = t * kNvfp4Block, n_rows = std::min(kNvfp4Block, rows - r0);
+          const void* x = at(src, src_dtype, r0 * cols + begin);
+          const float* amax = tile_amax + t * blocks + begin / kNvfp4Block;
+          uint8_t* c = codes + r0 * code_stride + begin / 2;
+          uint8_t* s = scales + r0 * blocks + begin / kNvfp4Block;
+          if (bf16)
+            return detail::avx2::nvfp4_encode_bf16_tile_rows(
+                static_cast<const uint16_t*>(x), n_rows, len, cols, ts, amax, stats != nullptr,
+                tile_records, usable >= SimdLevel::kAvx512, c, code_stride, s, blocks);
+          return detail::avx2::nvfp4_encode_f32_tile_rows(static_cast<const float*>(x), n_rows, len,
+                                                          cols, ts, amax, stats != nullptr,
+                                                          tile_records, c, code_stride, s, blocks);
         },
         stats);
     if (stats) stats->scale = 1.0f / ts;

@@ -38,6 +38,12 @@ MxStatsRun nvfp4_encode_bf16_tile_rows(const uint16_t* src, int64_t rows, int64_
                                        float tensor_scale, const float* tile_amax, bool stats,
                                        bool tile_records, bool lookup, uint8_t* codes,
                                        int64_t code_ld, uint8_t* scales, int64_t scale_ld);
+// The same of a float32 source at the AVX2 level (nvfp4_rows_avx2.cpp): each group of 8 blocks'
+// scales and factors made once for all the rows.
+MxStatsRun nvfp4_encode_f32_tile_rows(const float* src, int64_t rows, int64_t n, int64_t ld,
+                                      float tensor_scale, const float* tile_amax, bool stats,
+                                      bool tile_records, uint8_t* codes, int64_t code_ld,
+                                      uint8_t* scales, int64_t scale_ld);
 }  // namespace avx2
 
 namespace avx512 {

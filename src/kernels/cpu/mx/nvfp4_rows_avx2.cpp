@@ -121,10 +121,11 @@ template <bool kStats>
 
 // The 8 blocks of a prepared float32 group whose factors are all finite (g.to_scalar 0), rounded
 // to nearest by the table, their codes stored and with kStats their statistics counted.
+// The records (best, peak) come from g alone: rows that share g (a tile row's) take them once.
 template <bool kStats>
 [[gnu::always_inline]] inline void encode_f32_table8(const float* p, const FloatGroup& g,
                                                      const E2m1StepTable& t, uint8_t* codes,
-                                                     Nvfp4LaneStats8* st) {
+                                                     Nvfp4LaneStats8* st, bool records) {
   __m256i saturated = _mm256_setzero_si256(), flushed = saturated;
 #pragma GCC unroll 2
   for (int k = 0; k < 8; k += 4) {
@@ -141,22 +142,36 @@ template <bool kStats>
   if constexpr (kStats) {
     st->saturated = _mm256_add_epi32(st->saturated, saturated);
     st->flushed = _mm256_add_epi32(st->flushed, _mm256_sad_epu8(flushed, _mm256_setzero_si256()));
+    if (!records) return;
     const __m256 own = _mm256_castsi256_ps(g.own);
     st->best = _mm256_max_ps(own, st->best);
     st->peak = _mm256_max_ps(_mm256_mul_ps(own, g.factor), st->peak);
   }
 }
 
+// A row's float32 groups of 8 blocks prepared once for every row that shares their amax (a 16x16
+// tile row's rows: prepare_shared_groups8), and the first row's scales, which the preparation
+// wrote.
+struct FloatSharedGroups {
+  static constexpr int64_t kMaxGroups = 64;  // rows of up to 8192 elements
+  FloatGroup group[kMaxGroups];
+  const uint8_t* scales = nullptr;
+};
+
 // The NVFP4 cast of a segment, 8 blocks at a time (encode_group8); the segment's last blocks
 // that make no group of 8 are cast from a zero-padded copy and their bytes copied out. With
 // kStats it returns nvfp4_run_stats's counts of the segment, taken from the vectors the cast
 // holds: a block's amax with NaN passed over, |x * factor| > 6, and codes whose magnitude bits
 // are 0 from x != 0 (not NaN). Blocks whose factor is NaN or infinite, and a row's short last
-// block, run the scalar body and are counted by nvfp4_run_stats.
-template <bool kSr, bool kStats, DType::Id kSrc, bool kTileRecords = false>
+// block, run the scalar body and are counted by nvfp4_run_stats. With kShared (rounded to
+// nearest), `shared` holds the groups prepared from block_amax_in (no own amax needed): they take
+// those in place of their own preparation, the first row's scales copied, and their records
+// only in the row whose scales they wrote.
+template <bool kSr, bool kStats, DType::Id kSrc, bool kTileRecords = false, bool kShared = false>
 MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
                            const float* block_amax_in, uint64_t seed, uint64_t offset, int64_t row,
-                           int64_t first_col, uint8_t* codes, uint8_t* scales) {
+                           int64_t first_col, uint8_t* codes, uint8_t* scales,
+                           const FloatSharedGroups* shared = nullptr) {
   const DType dtype{kSrc};
   const int64_t blocks = n / kNvfp4Block, full = blocks * kNvfp4Block;
   std::optional<SrWords8> sr;
@@ -189,16 +204,18 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
   const int64_t groups = blocks / 8;
   const E2m1StepTable table;
   FloatGroup ahead[2];
-  if (groups > 0) prepare(0, ahead[0]);
+  const bool records = !kShared || shared->scales == scales;
+  if (groups > 0 && !kShared) prepare(0, ahead[0]);
   int64_t b = 0;
   for (; b + 8 <= blocks; b += 8) {
     const void* x = at(src, dtype, b * kNvfp4Block);
     uint8_t* c = codes + b * kNvfp4Block / 2;
     const int64_t q = b / 8;
-    const FloatGroup& g = ahead[q & 1];
+    const FloatGroup& g = kShared ? shared->group[q] : ahead[q & 1];
     // The group's 8 lines 4 KiB on (kernels/cpu/common/fetch_ahead.h).
     if constexpr (!kSr) fetch_group_lines_ahead(x);
-    if (q + 1 < groups) prepare(b + 8, ahead[(q + 1) & 1]);
+    if (!kShared && q + 1 < groups) prepare(b + 8, ahead[(q + 1) & 1]);
+    if (!records) std::memcpy(scales + b, shared->scales + b, 8);
     unsigned nan;
     if constexpr (kSr) {
       nan = encode_sr_prepared8<kStats, kSrc>(x, g, &*sr, offset, static_cast<uint64_t>(row),
@@ -206,7 +223,7 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
     } else {
       if constexpr (kSrc == DType::Id::f32) {
         if (g.to_scalar == 0) {
-          encode_f32_table8<kStats>(static_cast<const float*>(x), g, table, c, &st);
+          encode_f32_table8<kStats>(static_cast<const float*>(x), g, table, c, &st, records);
           continue;
         }
       }
@@ -224,6 +241,43 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
   }
   if (full < n) scalar_block(blocks, n - full);
   if constexpr (kStats) nvfp4_add_lane_stats(st, blocks, run);
+  return run;
+}
+
+// The groups of 8 blocks of a float32 row of n elements (n <= 8192) taking block_amax_in,
+// prepared into out for nvfp4_encode_as's rows that share them; scales (the first row's) written.
+void prepare_shared_groups8(const float* p, int64_t n, float tensor_scale,
+                            const float* block_amax_in, uint8_t* scales, FloatSharedGroups& out) {
+  const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
+  out.scales = scales;
+  for (int64_t q = 0; q < n / kNvfp4Block / 8; ++q)
+    prepare_group8<DType::Id::f32, true>(p + 8 * q * kNvfp4Block, block_amax_in + 8 * q,
+                                         tensor_scale, sc, scales + 8 * q, out.group[q]);
+}
+
+// avx2::nvfp4_encode_f32_tile_rows with and without statistics.
+template <bool kStats, bool kTileRecords>
+MxStatsRun encode_f32_tile_rows(const float* src, int64_t rows, int64_t n, int64_t ld,
+                                float tensor_scale, const float* tile_amax, uint8_t* codes,
+                                int64_t code_ld, uint8_t* scales, int64_t scale_ld) {
+  MxStatsRun run;
+  // Rows whose statistics need their blocks' own amax, or longer than the groups hold, go one at
+  // a time.
+  const bool share =
+      (!kStats || kTileRecords) && n <= 8 * kNvfp4Block * FloatSharedGroups::kMaxGroups;
+  if (!share) {
+    for (int64_t r = 0; r < rows; ++r)
+      run.append(nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords>(
+          src + r * ld, n, tensor_scale, tile_amax, 0, 0, 0, 0, codes + r * code_ld,
+          scales + r * scale_ld));
+    return run;
+  }
+  FloatSharedGroups shared;
+  prepare_shared_groups8(src, n, tensor_scale, tile_amax, scales, shared);
+  for (int64_t r = 0; r < rows; ++r)
+    run.append(nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords, true>(
+        src + r * ld, n, tensor_scale, tile_amax, 0, 0, 0, 0, codes + r * code_ld,
+        scales + r * scale_ld, &shared));
   return run;
 }
 
@@ -307,6 +361,20 @@ MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float ten
                                                 0, codes, scales);
   return nvfp4_encode_body<false, true>(src, dtype, n, tensor_scale, block_amax_in, 0, 0, 0, 0,
                                         codes, scales);
+}
+
+MxStatsRun nvfp4_encode_f32_tile_rows(const float* src, int64_t rows, int64_t n, int64_t ld,
+                                      float tensor_scale, const float* tile_amax, bool stats,
+                                      bool tile_records, uint8_t* codes, int64_t code_ld,
+                                      uint8_t* scales, int64_t scale_ld) {
+  if (stats && tile_records)
+    return encode_f32_tile_rows<true, true>(src, rows, n, ld, tensor_scale, tile_amax, codes,
+                                            code_ld, scales, scale_ld);
+  if (stats)
+    return encode_f32_tile_rows<true, false>(src, rows, n, ld, tensor_scale, tile_amax, codes,
+                                             code_ld, scales, scale_ld);
+  return encode_f32_tile_rows<false, false>(src, rows, n, ld, tensor_scale, tile_amax, codes,
+                                            code_ld, scales, scale_ld);
 }
 
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,
