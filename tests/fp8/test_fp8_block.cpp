@@ -475,6 +475,30 @@ TEST(Fp8Block, WideMatricesAtEveryLevelAreTheScalarCast) {
   }
 }
 
+// Zeros of both signs among float32 values whose codes are all normal give the scalar level's
+// codes (-0's 0x80), scales and statistics as 1x128 tiles, 128x128 blocks and 128x1 tiles at every
+// SIMD level: the AVX2 float32 bodies' integer codes, whose sign byte comes from x's packs.
+TEST(Fp8Block, F32ZerosOfBothSignsAmongNormalCodesAreTheScalarCast) {
+  constexpr int64_t rows = 128, cols = 4 * 128;
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> mag(0.5f, 4.0f);
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (i % 3 == 0 ? -1.0f : 1.0f) * mag(gen);
+  for (size_t i = 0; i < v.size(); i += 97) v[i] = -0.0f;
+  for (size_t i = 40; i < v.size(); i += 89) v[i] = 0.0f;
+  const Tensor x = tensor(v, {rows, cols});
+  for (const BlockCastKind kind :
+       {BlockCastKind::k1x128, BlockCastKind::k128x128, BlockCastKind::k128x1}) {
+    const BlockCastOut want = block_cast_at(x, kind, true, SimdLevel::kScalar);
+    EXPECT_EQ(want.stats.flushed, 0);
+    EXPECT_EQ(want.codes[0], 0x80);
+    for (SimdLevel level : simd_levels_here()) {
+      SCOPED_TRACE(std::string(simd_level_name(level)) + " " + name_of(kind));
+      expect_same_block_cast(block_cast_at(x, kind, true, level), want);
+    }
+  }
+}
+
 // 128x1 tiles of bfloat16 and float32 (the band casts, 32 columns a step) at every SIMD level
 // give the scalar level's codes, scales and statistics, for widths of every kind: 16 columns
 // (one padded step), 48 (a step of 32 and a padded one of 16), 150, 560, and 8264 (wider than a
