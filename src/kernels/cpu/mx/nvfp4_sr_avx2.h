@@ -101,8 +101,9 @@ namespace {
 // The codes of a prepared group g (g.to_scalar 0) whose first block is block kFirst (0 or 8) of
 // its 256-column group, whose words are `words` (SrWords8::words): block kFirst + b reads byte
 // (kFirst + b) / 4 of word (kFirst + b) % 4, half h of the block from words[h]. With kStats:
-// saturated |y| > 6, and flushed (code magnitude 0 from x != 0) as the codes of magnitude 0 less
-// the elements x = 0 (whose codes are 0 whatever the byte).
+// saturated |y| > 6 (compared as integer bits, which order the magnitudes), and flushed (code
+// magnitude 0 from x != 0) as the codes of magnitude 0 less the elements x = 0 (whose codes are 0
+// whatever the byte).
 template <bool kStats, DType::Id kSrc, int kFirst>
 [[gnu::always_inline]] inline void encode_sr_aligned8(const void* src, const FloatGroup& g,
                                                       const __m256i (&words)[2][4], uint8_t* codes,
@@ -137,8 +138,9 @@ template <bool kStats, DType::Id kSrc, int kFirst>
           sum[2 * i + h] =
               e2m1_stochastic_sums(a, random_byte(w[(kFirst + b) % 4][h], (kFirst + b) / 4, k), k);
           if constexpr (kStats)
-            saturated += static_cast<unsigned>(std::popcount(
-                static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(a, k.six, _CMP_GT_OQ)))));
+            saturated += static_cast<unsigned>(
+                std::popcount(static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(
+                    _mm256_cmpgt_epi32(_mm256_castps_si256(a), _mm256_castps_si256(k.six)))))));
         }
       }
       zero_codes += store_e2m1_sr_bf16_blocks2(codes + 8 * b0, sum, raw, m, zeros);
@@ -159,8 +161,9 @@ template <bool kStats, DType::Id kSrc, int kFirst>
         const __m256i random = random_byte(word, (kFirst + b) / 4, k);
         c[j] = e2m1_stochastic_sums(ay, random, k);
         if constexpr (kStats) {
-          saturated += static_cast<unsigned>(std::popcount(
-              static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(ay, k.six, _CMP_GT_OQ)))));
+          saturated += static_cast<unsigned>(
+              std::popcount(static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(
+                  _mm256_cmpgt_epi32(_mm256_castps_si256(ay), _mm256_castps_si256(k.six)))))));
           zeros += static_cast<unsigned>(std::popcount(static_cast<uint32_t>(
               _mm256_movemask_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_EQ_OQ)))));
         }
