@@ -347,7 +347,7 @@ struct SrAlignedConstants16 {
   __m512i bias;        // 0xFF000000 (encode_sr_aligned16)
   __m512i widen[2];    // vpermw: bfloat16 i (of the first 16, of the second) to dword i's high half
   __m512i high_words;  // vpermt2w: the high halves of two vectors' dwords, in order
-  __m512i order;       // the 16-bit code pairs of four blocks in block order (encode_sr_aligned16)
+  __m512i order;       // two quads' packed code bytes in block order (encode_sr_aligned16)
   __m512i eight, pair;
   __m512 six, half;
   explicit SrAlignedConstants16(bool bf16)
@@ -359,18 +359,22 @@ struct SrAlignedConstants16 {
         six(_mm512_set1_ps(kE2m1Max)),
         half(_mm512_set1_ps(0.5f)) {
     alignas(64) int16_t w[2][32], h[32], o[32];
+    alignas(64) int32_t d[16];
     for (int i = 0; i < 32; ++i) {
       w[0][i] = static_cast<int16_t>(i / 2);
       w[1][i] = static_cast<int16_t>(16 + i / 2);
       h[i] = static_cast<int16_t>(i < 16 ? 2 * i + 1 : 32 + 2 * (i - 16) + 1);
-      // Output byte i: pair i % 8 of block i / 8; blocks 0-1 lie in units 8L + j, blocks 2-3 in
-      // units 8L + 4 + j (L = (i % 16) / 4, j = i % 4).
-      o[i] = static_cast<int16_t>(8 * ((i % 16) / 4) + (i < 16 ? 0 : 4) + i % 4);
+      // float32: output 16-bit unit i (pairs 2p, 2p + 1 of block k of quad Q; i = 16Q + 4k + p)
+      // is packed unit 8p + 4Q + k.
+      o[i] = static_cast<int16_t>(8 * (i % 4) + 4 * (i / 16) + (i % 16) / 4);
     }
+    // bfloat16: packed 32-bit unit 4L + c holds pairs 4L..4L + 3 of block pair c % 2 of quad c / 2,
+    // so output unit i is packed unit 4 (i % 4) + i / 4.
+    for (int i = 0; i < 16; ++i) d[i] = 4 * (i % 4) + i / 4;
     widen[0] = _mm512_load_si512(w[0]);
     widen[1] = _mm512_load_si512(w[1]);
     high_words = _mm512_load_si512(h);
-    order = _mm512_load_si512(o);
+    order = _mm512_load_si512(bf16 ? static_cast<const void*>(d) : static_cast<const void*>(o));
     asm(""
         : "+v"(magnitude), "+v"(byte_field), "+v"(bias), "+v"(widen[0]), "+v"(widen[1]),
           "+v"(high_words), "+v"(order), "+v"(eight), "+v"(pair), "+v"(six), "+v"(half));
@@ -400,6 +404,7 @@ template <bool kStats, DType::Id kSrc>
   constexpr bool kBf16 = kSrc == DType::Id::bf16;
   const SrAlignedConstants16 k(kBf16);
   unsigned saturated = 0, zero_codes = 0, zeros = 0;
+  __m512i last_pairs;
 #pragma GCC unroll 4
   for (int q = 0; q < 4; ++q) {
     __m512i high[2], signs[2], sums[4];
@@ -473,12 +478,15 @@ template <bool kStats, DType::Id kSrc>
           std::popcount(static_cast<uint64_t>(_mm512_testn_epi8_mask(magnitudes, magnitudes))));
     // The sign into bit 3; then two codes to a byte (even + 16 * odd) in block order.
     const __m512i coded = _mm512_mask_add_epi8(magnitudes, negative, magnitudes, k.eight);
-    if constexpr (kBf16) {
-      const __m512i pairs = _mm512_maddubs_epi16(coded, k.pair);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 32 * q),
-                          _mm512_cvtepi16_epi8(_mm512_permutexvar_epi16(k.order, pairs)));
+    const __m512i pairs = _mm512_maddubs_epi16(coded, k.pair);
+    if (q % 2 == 0) {
+      last_pairs = pairs;
     } else {
-      store_e2m1_bytes4(codes + 32 * q, coded);
+      // Two quads' pairs as bytes (lane L: quad q - 1's units 8L..8L + 7, then quad q's), put in
+      // block order by runs of four (bfloat16) or two (float32) bytes.
+      const __m512i bytes = _mm512_packus_epi16(last_pairs, pairs);
+      _mm512_storeu_si512(codes + 32 * (q - 1), kBf16 ? _mm512_permutexvar_epi32(k.order, bytes)
+                                                      : _mm512_permutexvar_epi16(k.order, bytes));
     }
   }
   if constexpr (kStats) {
