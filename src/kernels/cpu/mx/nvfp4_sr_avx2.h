@@ -43,6 +43,13 @@ namespace {
   return _mm256_add_epi32(_mm256_max_epi32(below2, from2), random);
 }
 
+// Two blocks' codes (bytes, packed in 128-bit lanes) paired (even + 16 * odd) and packed to bytes
+// in each lane (the low 8 bytes of each lane).
+[[gnu::always_inline]] inline __m256i e2m1_sr_pair_bytes(__m256i coded) {
+  const __m256i pairs = _mm256_maddubs_epi16(coded, _mm256_set1_epi16(0x1001));
+  return _mm256_packus_epi16(pairs, pairs);
+}
+
 // store_e2m1_blocks2 (nvfp4_rows_avx2.h) of two blocks from their sums s0..s3
 // (e2m1_stochastic_sums) and products y0..y3 (no NaN): the codes are the sums >> 8 clamped to 7,
 // taken after the first pack (its unsigned saturation at 65535 keeps every code above 7 at 255
@@ -61,8 +68,7 @@ namespace {
   const __m256i zero = _mm256_setzero_si256();
   const __m256i coded =
       _mm256_or_si256(b, _mm256_and_si256(_mm256_cmpgt_epi8(zero, signs), _mm256_set1_epi8(8)));
-  const __m256i pairs = _mm256_maddubs_epi16(coded, _mm256_set1_epi16(0x1001));
-  const __m256i p = _mm256_packus_epi16(pairs, pairs);
+  const __m256i p = e2m1_sr_pair_bytes(coded);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
                    _mm_unpacklo_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
   return static_cast<unsigned>(
@@ -90,8 +96,7 @@ namespace {
       _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_packs_epi16(m[0], m[1]), zero)))));
   const __m256i coded = _mm256_or_si256(b, _mm256_and_si256(negative, _mm256_set1_epi8(8)));
   // 16-bit unit 8L + 4i + j: pair 4L + j of block i; the bytes' 32-bit runs put in block order.
-  const __m256i pairs = _mm256_maddubs_epi16(coded, _mm256_set1_epi16(0x1001));
-  const __m256i p = _mm256_packus_epi16(pairs, pairs);
+  const __m256i p = e2m1_sr_pair_bytes(coded);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
                    _mm_unpacklo_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
   return static_cast<unsigned>(
