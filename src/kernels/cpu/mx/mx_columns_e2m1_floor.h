@@ -2,16 +2,25 @@
 // The MX column casts to E2M1 under the floor scale by a table of the E2M1 steps
 // (mx_columns_e2m1_avx2.cpp, and with VBMI mx_columns_e2m1_avx512.cpp), and the columns' amax
 // they and the rceil body share. A level's Lookup gives the index's rounding, its pack to bytes
-// and the table (below). A file includes it after mx_columns_avx2.h, inside its
+// and the table (below). Without statistics a bfloat16 chunk takes each 16 columns' scales and
+// offsets straight from their amax in 16-bit lanes (floor_columns16). A file includes it after
+// mx_columns_avx2.h, inside its
 // `#pragma GCC target`.
 
 namespace mantissa::kernels::mx::detail {
 namespace {
 
+// 16 columns' bfloat16 amax bits m as float32 bits, 8 columns a vector: to[0], to[1].
+[[gnu::always_inline]] inline void widen16(__m256i m, __m256i* to) {
+  to[1] = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1)), 16);
+  to[0] = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16);
+}
+
 // The amax bits (float32 bits, NaN above 0x7F800000) of a chunk's columns c0 + 8g..c0 + 8g + 7
 // in amax[g], over its n rows, four vectors of columns at a time in registers; bfloat16 as
-// maxima of 16 columns' magnitude bits in 16-bit lanes (groups a multiple of 8), widened once.
-template <DType::Id kSrc>
+// maxima of 16 columns' magnitude bits in 16-bit lanes (groups a multiple of 8), widened once
+// (kWiden; else columns c0 + 16h..c0 + 16h + 15 stay in amax[h] as bfloat16 bits).
+template <DType::Id kSrc, bool kWiden = true>
 [[gnu::always_inline]] inline void column_amax(const void* src, int64_t ld, int n, int64_t c0,
                                                int64_t groups, __m256i* amax) {
   constexpr bool kBf16 = kSrc == DType::Id::bf16;
@@ -36,13 +45,8 @@ template <DType::Id kSrc>
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) amax[v0 + j] = m[j];
   }
-  if constexpr (kBf16)
-    for (int64_t h = vectors - 1; h >= 0; --h) {
-      const __m256i m = amax[h];
-      amax[2 * h + 1] =
-          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(m, 1)), 16);
-      amax[2 * h] = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(m)), 16);
-    }
+  if constexpr (kBf16 && kWiden)
+    for (int64_t h = vectors - 1; h >= 0; --h) widen16(amax[h], amax + 2 * h);
 }
 
 // --- E2M1 under the floor scale, by a table (mx_rows_e2m1_avx2.cpp's, a column a lane) ------
@@ -76,6 +80,32 @@ struct Fp4ColumnConsts {
 // The sum of v's bytes.
 inline int64_t byte_sum(__m256i v) { return lane_sum(_mm256_sad_epu8(v, _mm256_setzero_si256())); }
 
+// A column's offset (above) from its amax's biased exponent E: ((1 + kSteps - 4 max(E, 5)) <<
+// kShift) - 1, as (((1 + kSteps) << kShift) - 1) - (max(E, 5) << (kShift + 2)).
+template <class Lookup, int kShift>
+constexpr int kOffsetBase = ((1 + Lookup::kSteps) << kShift) - 1;
+
+// Without statistics, the scales and offsets of 16 bfloat16 columns (column j in 16-bit lane j)
+// straight from their amax bits a in the source's lanes, the general step's values (E8M0 floor:
+// max(E - 2, 0)): true where the table casts every column (E in [5, 254], or a zero amax), else
+// false and nothing written.
+template <class Lookup>
+[[gnu::always_inline]] inline bool floor_columns16(__m256i a, uint8_t* scale, __m256i& off) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i e = _mm256_srli_epi16(a, 7);
+  const __m256i ok =
+      _mm256_or_si256(_mm256_and_si256(_mm256_cmpgt_epi16(e, _mm256_set1_epi16(4)),
+                                       _mm256_cmpgt_epi16(_mm256_set1_epi16(255), e)),
+                      _mm256_cmpeq_epi16(a, zero));
+  if (_mm256_movemask_epi8(ok) != -1) return false;
+  const __m256i code = _mm256_max_epi16(_mm256_sub_epi16(e, _mm256_set1_epi16(2)), zero);
+  const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(code, code), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(scale), _mm256_castsi256_si128(bytes));
+  off = _mm256_sub_epi16(_mm256_set1_epi16(kOffsetBase<Lookup, 5>),
+                         _mm256_slli_epi16(_mm256_max_epi16(e, _mm256_set1_epi16(5)), 7));
+  return true;
+}
+
 // A band's E2M1 codes under the floor scale by the table: chunks of `width` columns (a multiple
 // of 64) from column c0, a line of the next chunk fetched a 64 source bytes the second pass reads
 // (in the first pass the fetches would come in a burst, and the second pass would leave the memory
@@ -95,35 +125,56 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
   static const Lookup t;
   // Per 8 columns: amax bits (32-bit lanes), the offsets, and `fast`, the table's columns.
   alignas(32) __m256i amax[kMax], off[kMax], fast[kMax];
-  const int64_t groups = width / 8;
-  column_amax<kSrc>(src, ld, n, c0, groups, amax);
   alignas(32) uint32_t fallback[kMax];
-  for (int64_t g = 0; g < groups; ++g) {
+  const int64_t groups = width / 8;
+  // The general step: 8 columns' scales, offsets, table columns and records from their amax
+  // bits (32-bit lanes), any amax.
+  const auto general8 = [&](int64_t g, __m256i bits8) {
     alignas(32) uint32_t bits[8];
     alignas(32) float mul[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), amax[g]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bits), bits8);
     uint8_t* s = scale_row + c0 + 8 * g;
-    scales8<E, E8m0Rounding::kFloor>(amax[g], s, mul);
-    const __m256i e = _mm256_srli_epi32(amax[g], 23);
+    scales8<E, E8m0Rounding::kFloor>(bits8, s, mul);
+    const __m256i e = _mm256_srli_epi32(bits8, 23);
     const __m256i ok =
         _mm256_or_si256(_mm256_and_si256(_mm256_cmpgt_epi32(e, _mm256_set1_epi32(4)),
                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(255), e)),
-                        _mm256_cmpeq_epi32(amax[g], _mm256_setzero_si256()));
+                        _mm256_cmpeq_epi32(bits8, _mm256_setzero_si256()));
     fast[g] = ok;
-    const __m256i steps =
-        _mm256_sub_epi32(_mm256_set1_epi32(1 + Lookup::kSteps),
-                         _mm256_slli_epi32(_mm256_max_epi32(e, _mm256_set1_epi32(5)), 2));
-    off[g] = _mm256_sub_epi32(_mm256_slli_epi32(steps, kShift), _mm256_set1_epi32(1));
+    off[g] =
+        _mm256_sub_epi32(_mm256_set1_epi32(kOffsetBase<Lookup, kShift>),
+                         _mm256_slli_epi32(_mm256_max_epi32(e, _mm256_set1_epi32(5)), kShift + 2));
     const unsigned fb = ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(ok))) & 0xFFu;
     fallback[g] = fb;
     if constexpr (kStats) record_columns<E, kSrc>(runs + c0 + 8 * g, bits, s, mul, 8, fb);
-  }
-  // bfloat16: the offsets and masks of 16 columns in 16-bit lanes, in groups g (even).
-  if constexpr (kBf16)
-    for (int64_t g = 0; g < groups; g += 2) {
-      off[g] = _mm256_permute4x64_epi64(_mm256_packs_epi32(off[g], off[g + 1]), 0xD8);
-      fast[g] = _mm256_permute4x64_epi64(_mm256_packs_epi32(fast[g], fast[g + 1]), 0xD8);
+  };
+  // bfloat16: the offsets and masks of 16 columns in 16-bit lanes, in group g (even).
+  const auto pack16 = [&](int64_t g) {
+    off[g] = _mm256_permute4x64_epi64(_mm256_packs_epi32(off[g], off[g + 1]), 0xD8);
+    fast[g] = _mm256_permute4x64_epi64(_mm256_packs_epi32(fast[g], fast[g + 1]), 0xD8);
+  };
+  if constexpr (kBf16 && !kStats) {
+    // Without statistics each 16 columns straight from their amax in the source's lanes
+    // (floor_columns16; `fast` unused), the general step where a column is not the table's.
+    column_amax<kSrc, false>(src, ld, n, c0, groups, amax);
+    for (int64_t h = 0; h < groups / 2; ++h) {
+      const int64_t g = 2 * h;
+      if (floor_columns16<Lookup>(amax[h], scale_row + c0 + 8 * g, off[g])) {
+        fallback[g] = fallback[g + 1] = 0;
+        continue;
+      }
+      __m256i bits[2];
+      widen16(amax[h], bits);
+      general8(g, bits[0]);
+      general8(g + 1, bits[1]);
+      pack16(g);
     }
+  } else {
+    column_amax<kSrc>(src, ld, n, c0, groups, amax);
+    for (int64_t g = 0; g < groups; ++g) general8(g, amax[g]);
+    if constexpr (kBf16)
+      for (int64_t g = 0; g < groups; g += 2) pack16(g);
+  }
   for (int k = 0; k < n; ++k) {
     uint8_t* out = codes + k * code_row + c0 / 2;
     __m256i sat = _mm256_setzero_si256(), flush = _mm256_setzero_si256();
