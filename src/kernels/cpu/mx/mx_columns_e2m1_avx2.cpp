@@ -119,13 +119,13 @@ void e2m1_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t width, u
 
 // The AVX2 level's Lookup (mx_columns_e2m1_floor.h): the rounding bit as a compare's -1 taken
 // off (Zen 4 runs shifts on the two pipes of the packs and shuffles, which bound this loop), and
-// the codes of q = b - 16 by two pshufb. `high` holds b in [16, 31] (q >= 0; below, the byte's
-// top bit gives 0); `low` b in [0, 15] at q + 16, which is negative (0) below b = 0 and for
-// b >= 16 wraps to low[b - 16], at most 1, under high's 6 and 7: the codes rise with b, so the
-// larger of the two is the code.
+// the codes of q = b - 16 by two pshufb; the pairs in order by a pack and permutes. `high` holds b
+// in [16, 31] (q >= 0; below, the byte's top bit gives 0); `low` b in [0, 15] at q + 16, which is
+// negative (0) below b = 0 and for b >= 16 wraps to low[b - 16], at most 1, under high's 6 and 7:
+// the codes rise with b, so the larger of the two is the code.
 struct Fp4Avx2Lookup : Fp4ColumnConsts {
   static constexpr int kSteps = 0;
-  __m256i low, high, sixteen, bit6, bit22;
+  __m256i low, high, sixteen, bit6, bit22, dword_order, word_order;
   Fp4Avx2Lookup()
       : low(_mm256_setr_epi8(0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5, 0, 1, 1, 1, 1, 1, 1, 2,
                              2, 2, 3, 3, 4, 4, 5, 5)),
@@ -133,7 +133,10 @@ struct Fp4Avx2Lookup : Fp4ColumnConsts {
                               7, 7, 7, 7, 7, 7, 7, 7, 7)),
         sixteen(_mm256_set1_epi8(16)),
         bit6(_mm256_set1_epi16(1 << 6)),
-        bit22(_mm256_set1_epi32(1 << 22)) {}
+        bit22(_mm256_set1_epi32(1 << 22)),
+        dword_order(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
+        word_order(_mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8,
+                                    9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)) {}
   [[gnu::always_inline]] __m256i round16(__m256i t, __m256i a) const {
     return _mm256_sub_epi16(t, _mm256_cmpeq_epi16(_mm256_and_si256(a, bit6), bit6));
   }
@@ -146,6 +149,16 @@ struct Fp4Avx2Lookup : Fp4ColumnConsts {
   [[gnu::always_inline]] __m256i codes(__m256i q) const {
     return _mm256_max_epu8(_mm256_shuffle_epi8(high, q),
                            _mm256_shuffle_epi8(low, _mm256_add_epi8(q, sixteen)));
+  }
+  // The pairs' low bytes by an unsigned pack: bfloat16 dwords [a 0-7, a 16-23, b 0-7, b 16-23 |
+  // a 8-15, ...] (columns of halves a, b), put in order by a dword permute; float32 words [a 0-3,
+  // a 8-11, a 16-19, a 24-27, b 0-3, ... | a 4-7, a 12-15, ...], the lanes' first halves paired
+  // by a qword permute and their words interleaved.
+  template <bool kBf16>
+  [[gnu::always_inline]] __m256i order(__m256i p0, __m256i p1) const {
+    const __m256i bytes = _mm256_packus_epi16(p0, p1);
+    return kBf16 ? _mm256_permutevar8x32_epi32(bytes, dword_order)
+                 : _mm256_shuffle_epi8(_mm256_permute4x64_epi64(bytes, 0xD8), word_order);
   }
 };
 

@@ -63,18 +63,19 @@ template <DType::Id kSrc, bool kWiden = true>
 //   kSteps: steps added to b in the index q (0: q = b - 16; 16: q = b, the counts not taken),
 //   round16(t, a) / round32(t, a): t plus bit 6 (bit 22) of |x|'s bits a,
 //   pack16(v0, v1): the indices of 16-bit lanes as bytes, in packs' order,
-//   codes(q): the magnitude codes of the indices q.
+//   codes(q): the magnitude codes of the indices q,
+//   order<kBf16>(p0, p1): 64 columns' code bytes in column order from the nibble pairs (16-bit
+//     lanes) of their two halves, each half's columns a in the lanes as the packs leave them:
+//     bfloat16 [a 0-7, a 16-23 | a 8-15, a 24-31], float32 [a 0-3, a 8-11, a 16-19, a 24-27 |
+//     a 4-7, a 12-15, a 20-23, a 28-31].
 struct Fp4ColumnConsts {
-  __m256i eight, first_flushed, sat16, sat32, pair, dword_order, word_order;
+  __m256i eight, first_flushed, sat16, sat32, pair;
   Fp4ColumnConsts()
       : eight(_mm256_set1_epi8(8)),
         first_flushed(_mm256_set1_epi8(-15)),
         sat16(_mm256_set1_epi8((3 << 5) - 1)),
         sat32(_mm256_set1_epi32((3 << 21) - 1)),
-        pair(_mm256_set1_epi16(0x1001)),
-        dword_order(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
-        word_order(_mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8,
-                                    9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)) {}
+        pair(_mm256_set1_epi16(0x1001)) {}
 };
 
 // The sum of v's bytes.
@@ -237,13 +238,7 @@ void e2m1_floor_chunk(const void* src, int64_t ld, int n, int64_t c0, int64_t wi
         pairs[h] =
             _mm256_maddubs_epi16(_mm256_blendv_epi8(c, _mm256_or_si256(c, t.eight), signs), t.pair);
       }
-      const __m256i bytes = _mm256_packus_epi16(pairs[0], pairs[1]);
-      // Two elements a byte. bfloat16: dwords [a 0-7, a 16-23, b 0-7, b 16-23 | a 8-15, ...];
-      // float32: words [a 0-3, a 8-11, a 16-19, a 24-27, b 0-3, ... | a 4-7, a 12-15, ...],
-      // the lanes' first halves paired by a qword permute and their words interleaved.
-      const __m256i ordered =
-          kBf16 ? _mm256_permutevar8x32_epi32(bytes, t.dword_order)
-                : _mm256_shuffle_epi8(_mm256_permute4x64_epi64(bytes, 0xD8), t.word_order);
+      const __m256i ordered = t.template order<kBf16>(pairs[0], pairs[1]);  // two a byte
       if constexpr (kStream)
         _mm256_stream_si256(reinterpret_cast<__m256i*>(out + 4 * g), ordered);
       else
