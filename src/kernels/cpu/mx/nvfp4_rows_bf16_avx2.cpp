@@ -509,8 +509,9 @@ template <bool kStats, bool kTileRecords, bool kLookup>
                      g.look ? _mm256_slli_epi16(g.code, 7) : _mm256_slli_epi16(g.code, 8));
 }
 
-// A prepared group's counts and (records) records (kStats), from its blocks' byte counts. The
-// records come from g.own alone, so rows that share a group's amax (a tile row's) take them once.
+// A prepared group's counts and, where `records`, its records (kStats), from its blocks' byte
+// counts. The records come from g.own alone, so rows that share a group's amax (a tile row's) take
+// them once.
 template <bool kStats>
 [[gnu::always_inline]] inline void group16_records(const Bf16Group16& g,
                                                    const Nvfp4ScaleCodeThresholds& sc,
