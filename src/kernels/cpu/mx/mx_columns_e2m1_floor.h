@@ -4,8 +4,7 @@
 // they and the rceil body share. A level's Lookup gives the index's rounding, its pack to bytes
 // and the table (below). Without statistics a bfloat16 chunk takes each 16 columns' scales and
 // offsets straight from their amax in 16-bit lanes (floor_columns16). A file includes it after
-// mx_columns_avx2.h, inside its
-// `#pragma GCC target`.
+// mx_columns_avx2.h, inside its `#pragma GCC target`.
 
 namespace mantissa::kernels::mx::detail {
 namespace {
