@@ -1,6 +1,7 @@
 #include "mantissa/fp8/recipe.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -178,6 +179,25 @@ void check_mxfp4_fields(const Recipe& r) {
 }
 }  // namespace
 
+// What the scales of a recipe other than block are, for the refusal of --fp8-fp32-scales.
+static std::string unrounded_scales_note(RecipeKind kind) {
+  switch (kind) {
+    case RecipeKind::kRowwise:
+      return "the rowwise recipe always rounds its scales down to powers of 2: leave it out";
+    case RecipeKind::kMxfp8:
+    case RecipeKind::kMxfp4:
+      return fmt::format(
+          "the {} recipe's E8M0 scales are powers of 2 by their format: leave it out",
+          recipe_kind_name(kind));
+    case RecipeKind::kNvfp4:
+      return "the nvfp4 recipe's block scales are E4M3 codes: leave it out";
+    default:
+      return fmt::format(
+          "the {} recipe leaves its scales unrounded already (--fp8-power-2-scales rounds them)",
+          recipe_kind_name(kind));
+  }
+}
+
 void Recipe::validate() const {
   check_nvfp4_fields(*this);
   check_mxfp4_fields(*this);
@@ -236,6 +256,11 @@ void Recipe::validate() const {
                      "powers of 2 already; leave it out",
                      recipe_kind_name(kind));
     }
+    if (kind == RecipeKind::kRowwise) {
+      MANTISSA_CHECK(!use_power_2_scales, "fp8 recipe",
+                     "use_power_2_scales (--fp8-power-2-scales): the rowwise recipe rounds its "
+                     "scales down to powers of 2 already; leave it out (rowwise-gw-hp takes it)");
+    }
     if (kind == RecipeKind::kBlock) {
       MANTISSA_CHECK(!use_power_2_scales, "fp8 recipe",
                      "use_power_2_scales (--fp8-power-2-scales): the block recipe rounds its "
@@ -243,9 +268,8 @@ void Recipe::validate() const {
                      "unrounded)");
     }
     MANTISSA_CHECK(!use_fp32_scales || kind == RecipeKind::kBlock, "fp8 recipe",
-                   "use_fp32_scales (--fp8-fp32-scales) applies to the block recipe only; the {} "
-                   "recipe leaves scales unrounded unless --fp8-power-2-scales",
-                   recipe_kind_name(kind));
+                   "use_fp32_scales (--fp8-fp32-scales) applies to the block recipe only; {}",
+                   unrounded_scales_note(kind));
   } else {
     MANTISSA_CHECK(!use_power_2_scales, "fp8 recipe",
                    "use_power_2_scales (--fp8-power-2-scales) applies to the current and "
@@ -324,7 +348,10 @@ nlohmann::json Recipe::to_json() const {
 Recipe Recipe::from_json(const nlohmann::json& j) {
   Recipe r;
   if (j.contains("recipe")) r.kind = recipe_kind_from_string(j.at("recipe"));
-  if (j.contains("use_power_2_scales")) r.use_power_2_scales = j.at("use_power_2_scales");
+  // Under rowwise the field has no effect (its scales are always powers of 2); files that
+  // recorded it still load.
+  if (j.contains("use_power_2_scales"))
+    r.use_power_2_scales = j.at("use_power_2_scales").get<bool>() && r.kind != RecipeKind::kRowwise;
   if (j.contains("use_fp32_scales")) r.use_fp32_scales = j.at("use_fp32_scales");
   if (j.contains("amax_epsilon")) r.amax_epsilon = j.at("amax_epsilon");
   if (j.contains("fp8_format")) r.fp8_format = format_from_string(j.at("fp8_format"));
@@ -392,10 +419,40 @@ std::string recipe_mismatch(const Recipe& saved, const Recipe& live) {
         recipe_kind_name(saved.kind), saved.to_string(), recipe_kind_name(live.kind),
         live.to_string(), recipe_kind_name(saved.kind));
   }
+  std::vector<std::string> differ;
+  const auto option = [&](bool differs, const char* flag, const std::string& in_file,
+                          const std::string& here) {
+    if (differs)
+      differ.push_back(fmt::format("{} (checkpoint: {}; this run: {})", flag, in_file, here));
+  };
+  const auto given = [](bool on) { return std::string(on ? "given" : "not given"); };
+  const auto flag = [&](bool Recipe::*field, const char* name) {
+    option(saved.*field != live.*field, name, given(saved.*field), given(live.*field));
+  };
+  option(saved.fp8_format != live.fp8_format, "--fp8-format", format_name(saved.fp8_format),
+         format_name(live.fp8_format));
+  option(saved.margin != live.margin, "--fp8-margin", std::to_string(saved.margin),
+         std::to_string(live.margin));
+  option(saved.amax_history_len != live.amax_history_len, "--fp8-amax-history-len",
+         std::to_string(saved.amax_history_len), std::to_string(live.amax_history_len));
+  option(saved.amax_compute_algo != live.amax_compute_algo, "--fp8-amax-compute-algo",
+         amax_compute_algo_name(saved.amax_compute_algo),
+         amax_compute_algo_name(live.amax_compute_algo));
+  option(saved.reduce_amax != live.reduce_amax, "the recipe's reduce_amax",
+         saved.reduce_amax ? "true" : "false", live.reduce_amax ? "true" : "false");
+  option(saved.amax_epsilon != live.amax_epsilon, "the recipe's amax_epsilon",
+         fmt::format("{}", saved.amax_epsilon), fmt::format("{}", live.amax_epsilon));
+  flag(&Recipe::use_power_2_scales, "--fp8-power-2-scales");
+  flag(&Recipe::use_fp32_scales, "--fp8-fp32-scales");
+  flag(&Recipe::disable_rht, "--fp8-disable-rht");
+  flag(&Recipe::disable_stochastic_rounding, "--fp8-disable-stochastic-rounding");
+  flag(&Recipe::disable_2d_quantization, "--fp8-disable-2d-quantization");
+  flag(&Recipe::enable_stochastic_rounding, "--fp8-enable-stochastic-rounding");
+  flag(&Recipe::enable_rht, "--fp8-enable-rht");
   return fmt::format(
-      "the checkpoint was trained with {} but this run uses {}; pass the same --fp8-* options to "
-      "resume",
-      saved.to_string(), live.to_string());
+      "the checkpoint was trained with {} but this run uses {}: {}; resume with the checkpoint's "
+      "--fp8-* options",
+      saved.to_string(), live.to_string(), fmt::join(differ, ", "));
 }
 
 float fp8_max(DType dtype) {

@@ -56,6 +56,8 @@ done
   fail "a resume without the switches was accepted"
 grep -q -F "stochastic_rounding=true, rht=true) but this run uses MXLinearConfig(elem_dtype=float4_e2m1fn_x2, block_size=32, scale_calculation_mode=FLOOR)" c.txt ||
   fail "the mismatch is not named: $(cat c.txt)"
+grep -q -F -- "--fp8-enable-stochastic-rounding (checkpoint: given; this run: not given), --fp8-enable-rht (checkpoint: given; this run: not given)" c.txt ||
+  fail "the flags to give are not named: $(cat c.txt)"
 
 # Elsewhere: refused, naming the flag.
 "$M" train --model mlp --precision transformer-engine --fp8-recipe nvfp4 --fp8-enable-rht \

@@ -2,7 +2,7 @@
 # --fp8-recipe (docs/fp8.md "Recipes"): an unknown name is refused while the command line is
 # parsed, listing the valid recipes; under a precision without FP8 layers the flag is refused
 # naming the precision; the delayed-only flags under current, --fp8-power-2-scales under
-# delayed and --fp8-format E4M3 under rowwise are refused naming the setting.
+# delayed and rowwise and --fp8-format E4M3 under rowwise are refused naming the setting.
 # Usage: cli_fp8_recipe_flag_refusals.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1
@@ -26,6 +26,11 @@ grep -q "margin 2 applies to the delayed recipe only" margin.txt || fail "the ma
   >p2.txt 2>&1 && fail "--fp8-power-2-scales under delayed was accepted"
 grep -q "use_power_2_scales (--fp8-power-2-scales) applies to the current and rowwise-gw-hp recipes only" p2.txt ||
   fail "the power-of-2 message"
+
+"$M" train --model mlp --precision transformer-engine --fp8-recipe rowwise --fp8-power-2-scales \
+  --max-steps 1 >rp2.txt 2>&1 && fail "--fp8-power-2-scales under rowwise was accepted"
+grep -q "the rowwise recipe rounds its scales down to powers of 2 already; leave it out" rp2.txt ||
+  fail "the rowwise power-of-2 message: $(cat rp2.txt)"
 
 "$M" train --model mlp --precision transformer-engine --fp8-recipe rowwise --fp8-format E4M3 \
   --max-steps 1 >fmt.txt 2>&1 && fail "--fp8-format under rowwise was accepted"

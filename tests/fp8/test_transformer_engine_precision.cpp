@@ -497,7 +497,8 @@ TEST(TransformerEnginePrecision, ResumeWithAnotherRecipeOrExclusionNamesTheFlag)
         run({{"fp8_amax_history_len", "8"}}, last);
       },
       {"the checkpoint was trained with DelayedScaling(", "amax_history_len=16",
-       "amax_history_len=8", "pass the same --fp8-* options to resume"});
+       "amax_history_len=8", "--fp8-amax-history-len (checkpoint: 16; this run: 8)",
+       "resume with the checkpoint's --fp8-* options"});
   expect_error(
       [&] {
         run({{"fp8_amax_history_len", "16"}, {"fp8_exclude", "net.2"}}, last);
