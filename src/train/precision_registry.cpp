@@ -77,13 +77,17 @@ std::vector<PrecisionEntry> builtin_table() {
        .math = PrecisionMath::kBFloat16,
        .traits = {.half_true = true}},
       {.name = "transformer-engine",
-       .description = "FP8 Linear/LayerNorm layers with delayed scaling, bfloat16 rest",
+       .description =
+           "FP8/FP4 Linear/LayerNorm layers (--fp8-recipe, delayed scaling by default), bfloat16 "
+           "rest",
        .make = make_transformer_engine_precision,
        .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kFloat8,
        .traits = {.fp8 = true}},
       {.name = "transformer-engine-float16",
-       .description = "FP8 Linear/LayerNorm layers with delayed scaling, float16 rest",
+       .description =
+           "FP8/FP4 Linear/LayerNorm layers (--fp8-recipe, delayed scaling by default), float16 "
+           "rest",
        .make = make_transformer_engine_precision,
        .accelerators = {"cpu", "gpu"},
        .math = PrecisionMath::kFloat8,

@@ -73,11 +73,14 @@ SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
     case PrecisionMath::kFloat8:
       if (native_bf16)
         return {Support::kEmulated,
-                "no CPU has FP8 arithmetic: FP8 operands are widened to bf16 and multiplied on "
-                "the bf16 dot products (FP8 numerics, bf16 speed plus the casts)"};
+                "no CPU has FP8 or FP4 arithmetic: under the delayed and current recipes the casts "
+                "also write the codes widened to bf16 for the bf16 dot products, under the others "
+                "the codes are widened to fp32 inside the GEMM's packing (FP8/FP4 numerics; the "
+                "speed of those products plus the casts: docs/fp8.md)"};
       return {Support::kEmulated,
-              "no CPU has FP8 arithmetic: FP8 operands are widened to fp32 and multiplied "
-              "there (FP8 numerics, fp32 speed plus the casts)"};
+              "no CPU has FP8 or FP4 arithmetic: the codes are widened to fp32 inside the "
+              "GEMM's packing and multiplied there (FP8/FP4 numerics, fp32 speed plus the "
+              "casts: docs/fp8.md)"};
     case PrecisionMath::kInt8:
       return {Support::kYes, ""};  // int8 dot products with int32 accumulation
     case PrecisionMath::kInt4: {
