@@ -98,11 +98,23 @@ std::string expected_value_text(const CLI::Option& op) {
     return "a whole number" + (def.empty() ? std::string(" such as 2") : such_as);
   if (is_float_option(op))
     return "a number" + (def.empty() ? std::string(" such as 1.5") : such_as);
-  // Any other value: what the description says it takes, up to its first "; " (the rest is
-  // detail), or else its type name.
-  std::string what = op.get_description();
-  what = what.substr(0, what.find("; "));
-  if (what.size() > 160) what = what.substr(0, 157) + "...";
+  // Any other value: what the description says it takes, up to its first "; " outside
+  // parentheses (the rest is detail), at most about 160 characters, cut after a whole item of
+  // its list; or else its type name.
+  const std::string text = op.get_description();
+  std::string what = text;
+  size_t last_item = 0;  // the end of the last whole item outside parentheses
+  for (size_t i = 0, depth = 0; i < text.size(); ++i) {
+    if (text[i] == '(') ++depth;
+    if (text[i] == ')' && depth > 0) --depth;
+    if (depth != 0 || i + 1 >= text.size() || text[i + 1] != ' ') continue;
+    if (text[i] == ';') {
+      what = text.substr(0, i);
+      break;
+    }
+    if (text[i] == ',' && i <= 157) last_item = i;
+  }
+  if (what.size() > 160) what = text.substr(0, last_item > 0 ? last_item : 157) + ", ...";
   if (what.empty()) what = op.get_type_name();
   return "a value" + such_as + (what.empty() ? "" : fmt::format(" ({})", what));
 }

@@ -191,6 +191,10 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
                  "--fp8-stats-every must be at least 1 optimizer step, or 0 to follow "
                  "--log-every-n-steps; got {}",
                  o.fp8_stats_every);
+  MANTISSA_CHECK(o.fp8_stats_every == 0 || (!t.plugin && train::precision_traits(t.precision).fp8),
+                 "precision",
+                 "--fp8-stats-every applies to the transformer-engine precisions only, not '{}'",
+                 o.precision);
   t.profiler = train::make_profiler(o.profiler);  // checks the name
   t.fast_dev_run = o.fast_dev_run;
   t.check_val_every_n_epoch = o.check_val_every_n_epoch;

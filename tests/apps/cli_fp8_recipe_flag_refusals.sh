@@ -18,6 +18,11 @@ grep -q -- "--fp8-recipe: .*unknown fp8 recipe 'curent' (did you mean 'current'?
 grep -q -- "--fp8-recipe applies to the transformer-engine precisions only, not 'bf16-mixed'" prec.txt ||
   fail "the wrong-precision message"
 
+"$M" train --model mlp --precision bf16-mixed --fp8-stats-every 5 --max-steps 1 >se.txt 2>&1 &&
+  fail "--fp8-stats-every under bf16-mixed was accepted"
+grep -q "fp8-stats-every applies to the transformer-engine precisions only, not 'bf16-mixed'" se.txt ||
+  fail "the --fp8-stats-every message: $(cat se.txt)"
+
 "$M" train --model mlp --precision transformer-engine --fp8-recipe current --fp8-margin 2 \
   --max-steps 1 >margin.txt 2>&1 && fail "--fp8-margin under current was accepted"
 grep -q "margin 2 applies to the delayed recipe only" margin.txt || fail "the margin message"

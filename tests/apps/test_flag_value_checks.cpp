@@ -31,6 +31,7 @@ struct Flags {
   std::string resume;
   std::string checkpoint;
   std::string prompt = "The";
+  std::string recipe;
   bool quiet = false;
 };
 
@@ -46,6 +47,10 @@ struct Cli {
     train->add_option("--checkpoint", f.checkpoint)->required();
     train->add_flag("--quiet", f.quiet);
     train->add_option("--prompt", f.prompt);
+    train->add_option("--recipe", f.recipe,
+                      "how scales are found: delayed (amax history; default), current (each "
+                      "tensor's own amax), rowwise or rowwise-gw-hp (torchao's per-row scales), "
+                      "block (1x128 and 128x128 blocks), mxfp8 (1x32 blocks, E8M0 scales)");
     read_whole_numbers_in_decimal(app);
     check_flag_values(app, {"--prompt"});
   }
@@ -72,6 +77,11 @@ TEST(FlagValueChecks, EmptyValueIsRefusedNamingTheFlag) {
   EXPECT_EQ(Cli().parse({"train", "--resume", ""}),
             "--resume: the value is empty (an unset shell variable?); give a value (A checkpoint "
             "file), or leave --resume out");
+  // A "; " inside parentheses is no end; a long description is cut after a whole item.
+  EXPECT_EQ(Cli().parse({"train", "--recipe", "", "--checkpoint", "c"}),
+            "--recipe: the value is empty (an unset shell variable?); give a value (how scales are "
+            "found: delayed (amax history; default), current (each tensor's own amax), rowwise or "
+            "rowwise-gw-hp (torchao's per-row scales), ...), or leave --recipe out");
   // A required flag cannot be left out: no such advice.
   EXPECT_EQ(Cli().parse({"train", "--checkpoint", ""}),
             "--checkpoint: the value is empty (an unset shell variable?); give a value (TEXT)");
