@@ -49,8 +49,9 @@ std::vector<IgnoredFlag> ignored_flags(const recipes::TrainOptions& o) {
          "ranked by a metric)");
   ignore({"--save-top-k"}, o.checkpoint_dir.empty(),
          "has no effect without --checkpoint-dir (no checkpoints are written)");
-  ignore({"--overwrite-output-dir"}, o.checkpoint_dir.empty(),
-         "has no effect without --checkpoint-dir (train writes no other output directory)");
+  ignore({"--overwrite-output-dir"}, o.checkpoint_dir.empty() && o.metrics_json.empty(),
+         "has no effect without --checkpoint-dir or --metrics-json (the outputs it lets a run "
+         "replace)");
   ignore({"--log-dir"}, o.logger.empty(), "has no effect without --logger (nothing is logged)");
   ignore({"--lr-find-range", "--lr-find-steps", "--lr-find-plot"}, !o.lr_find,
          "has no effect without --lr-find (the run trains)");
