@@ -1,6 +1,7 @@
 #include "mantissa/recipes/bench_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 #include <algorithm>
 #include <cstdlib>
@@ -319,9 +320,24 @@ std::string format_bench_table(const BenchOptions& o, const std::vector<BenchRes
   const BenchResult& base = r[baseline_index(r)];
   std::string out = fmt::format(
       "mantissa bench: model {}, batch {}, optimizer {}, {} steps per precision, {} round{}, {} "
-      "threads\nCPU: {}\n{}\n\n",
+      "thread{}\n",
       model_description(o), o.batch_size, o.optimizer, o.steps, o.rounds, o.rounds == 1 ? "" : "s",
-      base.metrics.threads, describe_cpu(), simd_text());
+      base.metrics.threads, base.metrics.threads == 1 ? "" : "s");
+  // The --fp8-* settings the transformer-engine rows ran under (the recipe above all).
+  if (!o.precision_options.empty() && std::any_of(r.begin(), r.end(), [](const BenchResult& x) {
+        return train::precision_traits(x.precision).fp8;
+      })) {
+    std::vector<std::string> flags;
+    for (const auto& [key, value] : o.precision_options) {
+      std::string flag = "--" + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      flags.push_back(value == "true" ? flag : flag + " " + value);
+    }
+    // Ends in ")", never in a number: bench/min_of_rounds.sh takes such lines as rows.
+    out +=
+        fmt::format("transformer-engine with {} (its --fp8-* settings)\n", fmt::join(flags, " "));
+  }
+  out += fmt::format("CPU: {}\n{}\n\n", describe_cpu(), simd_text());
   // The first column as wide as the longest name ("transformer-engine-float16" is 26).
   size_t name_width = std::string("precision").size();
   for (const auto& x : r) name_width = std::max(name_width, x.precision.size());

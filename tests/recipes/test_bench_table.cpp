@@ -79,6 +79,25 @@ TEST(BenchTable, FastestMedianAndSpreadOfTheRounds) {
   EXPECT_EQ(numeric_ends, (std::vector<std::string>{"32-true", "bf16-true"})) << table;
 }
 
+// The header names the --fp8-* settings the transformer-engine rows ran under, in a line that
+// ends in no number, and says "1 thread".
+TEST(BenchTable, HeaderNamesTheFp8SettingsAndTheThreads) {
+  BenchOptions o;
+  o.steps = 10;
+  o.precision_options = {
+      {"fp8_recipe", "delayed"}, {"fp8_amax_history_len", "16"}, {"fp8_power_2_scales", "true"}};
+  BenchResult a = result("bf16-mixed", 1000), b = result("transformer-engine", 900);
+  a.metrics.threads = b.metrics.threads = 1;
+  const std::string table = format_bench_table(o, {a, b});
+  EXPECT_NE(table.find(" rounds, 1 thread\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("transformer-engine with --fp8-amax-history-len 16 --fp8-power-2-scales "
+                       "--fp8-recipe delayed (its --fp8-* settings)\n"),
+            std::string::npos)
+      << table;
+  // Without a transformer-engine row the settings are not shown.
+  EXPECT_EQ(format_bench_table(o, {a}).find("--fp8-"), std::string::npos);
+}
+
 TEST(BenchTable, RoundsThatDifferByMoreThanTenPercentAreWarnedAbout) {
   EXPECT_FALSE(bench_spread_warning(rounds_result("32-true", {1000, 1090, 1050})));
   EXPECT_FALSE(bench_spread_warning(rounds_result("32-true", {1000})));
