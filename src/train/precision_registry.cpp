@@ -267,13 +267,16 @@ void check_accelerator(const std::string& accelerator) {
   if (accelerator == "cpu" || accelerator == "auto") return;
   if (accelerator == "gpu" || accelerator == "cuda") {
     if (!cuda::is_available())
-      fail("Trainer", "accelerator '{}' is not available: {}; use accelerator='cpu' or 'auto'",
+      fail("Trainer",
+           "accelerator '{}' is not available: {}; use accelerator='cpu' or 'auto' (--accelerator "
+           "cpu|auto)",
            accelerator, cuda::unavailable_reason());
     return;
   }
   if (accelerator == "mps" || accelerator == "tpu")
     fail("Trainer",
-         "accelerator '{}' is not available: mantissa has no {} backend; use accelerator='cpu', "
+         "accelerator '{}' is not available: mantissa has no {} backend; use accelerator='cpu' "
+         "(--accelerator cpu), "
          "'gpu' (CUDA) or 'auto'",
          accelerator, accelerator);
   fail("Trainer", "unknown accelerator '{}'; valid values are: cpu, gpu, cuda, auto", accelerator);

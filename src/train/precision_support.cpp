@@ -199,6 +199,7 @@ void check_precision_support(const PrecisionEntry& entry, const std::string& acc
   if (cell.support == Support::kNo) {
     fail("precision",
          "precision '{}' cannot run on accelerator '{}': {}; use accelerator='cpu' or 'auto' "
+         "(--accelerator cpu|auto) "
          "(`mantissa info` shows what runs where)",
          entry.name, accelerator, cell.reason);
   }

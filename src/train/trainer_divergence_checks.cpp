@@ -106,7 +106,8 @@ std::string Trainer::loss_diverged_message(double loss, int64_t batch) const {
                "overflows, such "
                "as sqrt or log at 0) or an overflowing update; the loss of step {} ({}) is then "
                "{}. "
-               "Lower the learning rate, clip gradients (gradient_clip_val) or use a wider "
+               "Lower the learning rate, clip gradients (gradient_clip_val, --gradient-clip-val) "
+               "or use a wider "
                "precision",
                global_step_, r.non_finite_name, r.non_finite_value, global_step_ + 1, where,
                non_finite_name(loss)) +
@@ -114,7 +115,8 @@ std::string Trainer::loss_diverged_message(double loss, int64_t batch) const {
   }
   return fmt::format(
              "[Trainer] the loss became {} in optimizer step {} ({}) in {}; lower the learning "
-             "rate, clip gradients (gradient_clip_val) or use a wider precision",
+             "rate, clip gradients (gradient_clip_val, --gradient-clip-val) or use a wider "
+             "precision",
              non_finite_name(loss), global_step_ + 1, where, plugin_->precision()) +
          hint;
 }
@@ -191,7 +193,7 @@ void Trainer::check_weights_finite_after_step() const {
   throw TrainingDiverged::on_every_rank(fmt::format(
       "[Trainer] the weights became non-finite in optimizer step {} (epoch {}) in {} ({} holds "
       "{}), although the step's loss was finite: the update itself overflowed; lower the "
-      "learning rate or clip gradients (gradient_clip_val)",
+      "learning rate or clip gradients (gradient_clip_val, --gradient-clip-val)",
       global_step_, epoch_ + 1, plugin_->precision(), r.non_finite_name, r.non_finite_value));
 }
 
@@ -217,7 +219,8 @@ void Trainer::check_update_under_anomaly() const {
           throw autograd::AnomalyDetected(fmt::format(
               "[detect_anomaly] optimizer step {} ({}) made its state '{}' of parameter {} "
               "non-finite ({}) in {}, although the gradients were finite: the update "
-              "overflowed; lower the learning rate, clip gradients (gradient_clip_val) or use a "
+              "overflowed; lower the learning rate, clip gradients (gradient_clip_val, "
+              "--gradient-clip-val) or use a "
               "wider precision",
               global_step_, opt->name(), buffer_name, name_of(p), bad, plugin_->precision()));
         }
@@ -227,7 +230,7 @@ void Trainer::check_update_under_anomaly() const {
       throw autograd::AnomalyDetected(fmt::format(
           "[detect_anomaly] optimizer step {} ({}) made parameter {} non-finite ({}) in {}, "
           "although the gradients were finite: the update overflowed; lower the learning rate, "
-          "clip gradients (gradient_clip_val) or use a wider precision",
+          "clip gradients (gradient_clip_val, --gradient-clip-val) or use a wider precision",
           global_step_, opt->name(), name_of(p), bad, plugin_->precision()));
     }
   }
@@ -245,7 +248,7 @@ std::string Trainer::scaler_divergence_message(double loss) const {
         "[Trainer] the loss became {} in optimizer step {} (epoch {}) in {} and the weights are no "
         "longer finite "
         "({} holds {}): the loss scaler skips such steps but cannot repair the weights; "
-        "lower the learning rate or clip gradients (gradient_clip_val)",
+        "lower the learning rate or clip gradients (gradient_clip_val, --gradient-clip-val)",
         non_finite_name(loss), global_step_ + 1, epoch_ + 1, plugin_->precision(),
         r.non_finite_name, r.non_finite_value);
   }

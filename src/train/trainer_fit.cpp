@@ -300,7 +300,8 @@ void Trainer::warn_if_scaler_skipped_most(const std::optional<Precision::LossSca
   warn(fmt::format(
       "the loss scaler skipped {} of the {} optimizer steps of epoch {} (inf/NaN gradients even "
       "at loss scale {:g}), so the weights changed in {} of them: the float16 forward or "
-      "backward overflows. Lower the learning rate, clip gradients (gradient_clip_val), or "
+      "backward overflows. Lower the learning rate, clip gradients (gradient_clip_val, "
+      "--gradient-clip-val), or "
       "train in bf16-mixed, whose range is float32's",
       skipped, steps, epoch_ + 1, now->scale, steps - skipped));
 }
