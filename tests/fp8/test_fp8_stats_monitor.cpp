@@ -96,6 +96,27 @@ TEST(Fp8StatsMonitor, LogsEachIntervalsScaleSaturationAndFlushes) {
   EXPECT_TRUE(j["net.0"]["weight"].contains("flushed_fraction"));
 }
 
+// A role that casts nothing in the interval is left out: under rowwise-gw-hp the first layer
+// makes no input gradient, so its grad_output is never cast; the last layer's is.
+TEST(Fp8StatsMonitor, LeavesOutTheRolesThatCastNothing) {
+  MonitoredRun run;
+  TrainerOptions o = quiet_options("transformer-engine");
+  o.precision_options = {{"fp8_recipe", "rowwise-gw-hp"}};
+  o.max_steps = 2;
+  o.log_every_n_steps = 1;
+  o.loggers = {run.logger};
+  o.callbacks = {run.monitor};
+  run.trainer = std::make_unique<Trainer>(o);
+  data::DataLoader loader(outlier_dataset(), 4);
+  run.trainer->fit(*run.module, loader, nullptr);
+  ASSERT_TRUE(run.monitor->last().has_value());
+  const Fp8Stats& last = *run.monitor->last();
+  EXPECT_TRUE(last.at("net.0").count("input"));
+  EXPECT_FALSE(last.at("net.0").count("grad_output"));
+  EXPECT_GT(last.at("net.2").at("grad_output").casts, 0);
+  EXPECT_FALSE(run.logger->values.at(1).count("fp8/net.0/grad_output/scale"));
+}
+
 // An interval of its own: every 2 optimizer steps while the Trainer logs every step, so the
 // statistics reach the loggers at steps 2 and 4 only (logged as 1 and 3), each over its 2 steps.
 TEST(Fp8StatsMonitor, TakesTheStatisticsEveryNStepsOfItsOwn) {

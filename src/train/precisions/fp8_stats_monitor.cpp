@@ -91,11 +91,11 @@ void Fp8StatsMonitor::record(Trainer& trainer, bool to_loggers) {
   Fp8Stats stats = std::move(pending_);
   pending_.clear();
   merge_fp8_stats(stats, te->take_stats());
-  // Keep only layers that cast something in the interval.
+  // Keep only the roles, and so the layers, that cast something in the interval (under
+  // rowwise-gw-hp the first layer's grad_output is never cast: no input gradient is made).
   for (auto it = stats.begin(); it != stats.end();) {
-    int64_t casts = 0;
-    for (const auto& [role, s] : it->second) casts += s.casts;
-    it = casts == 0 ? stats.erase(it) : std::next(it);
+    std::erase_if(it->second, [](const auto& role) { return role.second.casts == 0; });
+    it = it->second.empty() ? stats.erase(it) : std::next(it);
   }
   if (stats.empty()) return;
   if (to_loggers) {
