@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,33 @@ TEST(Fp8StatsMonitor, LeavesOutTheRolesThatCastNothing) {
   EXPECT_FALSE(last.at("net.0").count("grad_output"));
   EXPECT_GT(last.at("net.2").at("grad_output").casts, 0);
   EXPECT_FALSE(run.logger->values.at(1).count("fp8/net.0/grad_output/scale"));
+}
+
+// A run that stops with an exception before its first full interval keeps the steps it made as
+// its last interval (the metrics JSON of a diverged run reports them).
+class ThrowAtStep : public Callback {
+ public:
+  explicit ThrowAtStep(int64_t step) : step_(step) {}
+  void on_train_batch_end(Trainer& trainer, TrainModule&, const Tensor&, const data::Example&,
+                          int64_t) override {
+    if (trainer.global_step() == step_) throw std::runtime_error("stopped");
+  }
+
+ private:
+  int64_t step_;
+};
+
+TEST(Fp8StatsMonitor, KeepsThePartIntervalOfARunThatStopsWithAnException) {
+  auto monitor = std::make_shared<Fp8StatsMonitor>(5);
+  TinyModule module;
+  TrainerOptions o = quiet_options("transformer-engine");
+  o.max_steps = 10;
+  o.callbacks = {monitor, std::make_shared<ThrowAtStep>(2)};
+  Trainer trainer(o);
+  data::DataLoader loader(outlier_dataset(), 4);
+  EXPECT_THROW(trainer.fit(module, loader, nullptr), std::runtime_error);
+  ASSERT_TRUE(monitor->last().has_value());
+  EXPECT_EQ(monitor->last()->at("net.0").at("input").casts, 2 * 16);  // both steps' inputs
 }
 
 // An interval of its own: every 2 optimizer steps while the Trainer logs every step, so the

@@ -85,6 +85,14 @@ void Fp8StatsMonitor::on_train_end(Trainer& trainer, TrainModule&) {
   record(trainer, /*to_loggers=*/false);
 }
 
+void Fp8StatsMonitor::on_exception(Trainer& trainer, TrainModule&, const std::exception&) {
+  record(trainer, /*to_loggers=*/false);
+}
+
+void Fp8StatsMonitor::on_train_interrupted(Trainer& trainer, TrainModule&) {
+  record(trainer, /*to_loggers=*/false);
+}
+
 void Fp8StatsMonitor::record(Trainer& trainer, bool to_loggers) {
   auto* te = fp8_plugin(trainer);
   if (te == nullptr) return;

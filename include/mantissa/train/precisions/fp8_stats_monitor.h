@@ -31,12 +31,16 @@ class Fp8StatsMonitor : public Callback {
   void on_train_batch_end(Trainer& trainer, TrainModule& module, const Tensor& loss,
                           const data::Example& batch, int64_t batch_idx) override;
   void on_train_end(Trainer& trainer, TrainModule& module) override;
+  // A run that stops early (an exception such as a diverged loss, or a signal) keeps the steps
+  // since the last full interval as its last one, as on_train_end does.
+  void on_exception(Trainer& trainer, TrainModule& module, const std::exception& e) override;
+  void on_train_interrupted(Trainer& trainer, TrainModule& module) override;
   // Validation casts are not part of an interval: what training cast before a validation is
   // set aside, and the validation's own counts are dropped.
   void on_validation_start(Trainer& trainer, TrainModule& module) override;
   void on_validation_end(Trainer& trainer, TrainModule& module) override;
 
-  // The last interval's statistics (layers with no cast in it are left out), or nothing
+  // The last interval's statistics (roles with no cast in it are left out), or nothing
   // before the first one / under a plugin without FP8 layers.
   const std::optional<Fp8Stats>& last() const { return last_; }
   // last() as the metrics JSON's "fp8" object (fp8_stats_json), or nothing.
