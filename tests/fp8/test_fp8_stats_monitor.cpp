@@ -46,9 +46,11 @@ struct MonitoredRun {
   std::unique_ptr<Trainer> trainer;
 };
 
-MonitoredRun fit_two_steps(const std::string& precision, bool with_validation) {
+MonitoredRun fit_two_steps(const std::string& precision, bool with_validation,
+                           std::map<std::string, std::string> precision_options = {}) {
   MonitoredRun run;
   TrainerOptions o = quiet_options(precision);
+  o.precision_options = std::move(precision_options);
   o.max_steps = 2;
   o.log_every_n_steps = 1;
   o.loggers = {run.logger};
@@ -100,16 +102,8 @@ TEST(Fp8StatsMonitor, LogsEachIntervalsScaleSaturationAndFlushes) {
 // A role that casts nothing in the interval is left out: under rowwise-gw-hp the first layer
 // makes no input gradient, so its grad_output is never cast; the last layer's is.
 TEST(Fp8StatsMonitor, LeavesOutTheRolesThatCastNothing) {
-  MonitoredRun run;
-  TrainerOptions o = quiet_options("transformer-engine");
-  o.precision_options = {{"fp8_recipe", "rowwise-gw-hp"}};
-  o.max_steps = 2;
-  o.log_every_n_steps = 1;
-  o.loggers = {run.logger};
-  o.callbacks = {run.monitor};
-  run.trainer = std::make_unique<Trainer>(o);
-  data::DataLoader loader(outlier_dataset(), 4);
-  run.trainer->fit(*run.module, loader, nullptr);
+  MonitoredRun run = fit_two_steps("transformer-engine", /*with_validation=*/false,
+                                   {{"fp8_recipe", "rowwise-gw-hp"}});
   ASSERT_TRUE(run.monitor->last().has_value());
   const Fp8Stats& last = *run.monitor->last();
   EXPECT_TRUE(last.at("net.0").count("input"));
