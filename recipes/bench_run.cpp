@@ -1,7 +1,6 @@
 #include "mantissa/recipes/bench_run.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <omp.h>
 #include <algorithm>
 #include <cstdlib>
@@ -327,15 +326,9 @@ std::string format_bench_table(const BenchOptions& o, const std::vector<BenchRes
   if (!o.precision_options.empty() && std::any_of(r.begin(), r.end(), [](const BenchResult& x) {
         return train::precision_traits(x.precision).fp8;
       })) {
-    std::vector<std::string> flags;
-    for (const auto& [key, value] : o.precision_options) {
-      std::string flag = "--" + key;
-      std::replace(flag.begin(), flag.end(), '_', '-');
-      flags.push_back(value == "true" ? flag : flag + " " + value);
-    }
     // Ends in ")", never in a number: bench/min_of_rounds.sh takes such lines as rows.
-    out +=
-        fmt::format("transformer-engine with {} (its --fp8-* settings)\n", fmt::join(flags, " "));
+    out += fmt::format("transformer-engine with {} (its --fp8-* settings)\n",
+                       settings_as_flags(o.precision_options));
   }
   out += fmt::format("CPU: {}\n{}\n\n", describe_cpu(), simd_text());
   // The first column as wide as the longest name ("transformer-engine-float16" is 26).

@@ -24,6 +24,13 @@ std::string flag_of(std::string key) {
 
 }  // namespace
 
+std::string settings_as_flags(const PrecisionSettings& settings) {
+  std::vector<std::string> flags;
+  for (const auto& [key, value] : settings)
+    flags.push_back(value == "true" ? flag_of(key) : flag_of(key) + " " + value);
+  return fmt::format("{}", fmt::join(flags, " "));
+}
+
 void check_settings_apply_to_some(const std::vector<std::string>& precisions,
                                   const PrecisionSettings& settings, const char* command) {
   if (settings.empty() || std::any_of(precisions.begin(), precisions.end(), has_fp8_layers)) return;

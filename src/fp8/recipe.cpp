@@ -177,10 +177,9 @@ void check_mxfp4_fields(const Recipe& r) {
              "--fp8-enable-stochastic-rounding", "--fp8-disable-stochastic-rounding");
   only_mxfp4(r.enable_rht, "enable_rht", "--fp8-enable-rht", "--fp8-disable-rht");
 }
-}  // namespace
 
 // What the scales of a recipe other than block are, for the refusal of --fp8-fp32-scales.
-static std::string unrounded_scales_note(RecipeKind kind) {
+std::string unrounded_scales_note(RecipeKind kind) {
   switch (kind) {
     case RecipeKind::kRowwise:
       return "the rowwise recipe always rounds its scales down to powers of 2: leave it out";
@@ -197,6 +196,8 @@ static std::string unrounded_scales_note(RecipeKind kind) {
           recipe_kind_name(kind));
   }
 }
+
+}  // namespace
 
 void Recipe::validate() const {
   check_nvfp4_fields(*this);

@@ -21,6 +21,10 @@ using PrecisionSettings = std::map<std::string, std::string>;
 PrecisionSettings settings_for(const std::string& precision, const PrecisionSettings& settings,
                                bool strict = false);
 
+// The settings as the command line gives them, in key order: "--fp8-disable-rht --fp8-recipe
+// nvfp4" (a switch's "true" is the flag alone).
+std::string settings_as_flags(const PrecisionSettings& settings);
+
 // For the commands that run several precisions (bench, compare): a --fp8-* flag when none of
 // `precisions` (canonical names) is a transformer-engine precision throws naming the flag and
 // the list, as `train` refuses it with another precision; a flag given to some of the list is
