@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <set>
 #include <type_traits>
 #include <vector>
 
@@ -480,6 +481,15 @@ void apply_fp8_hparams_for(const Reader& reader, const nlohmann::json& hparams,
              return "";
            }),
            settings);
+  // A flag the file's recipe does not read is refused even at its default value, as train
+  // refuses it ("--fp8-margin 0" beside a file trained under current).
+  std::set<std::string> given_settings;
+  for (const auto& [setting, value] : settings) {
+    std::string flag = setting;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (given(flag)) given_settings.insert(setting);
+  }
+  train::transformer_engine_options_from(settings, given_settings);
 }
 
 }  // namespace

@@ -199,15 +199,19 @@ std::string unrounded_scales_note(RecipeKind kind) {
 
 }  // namespace
 
-void Recipe::validate() const {
+void Recipe::validate() const { validate({}); }
+
+void Recipe::validate(const std::set<std::string>& given) const {
   check_nvfp4_fields(*this);
   check_mxfp4_fields(*this);
   if (kind != RecipeKind::kDelayed) {
-    // The delayed fields would silently do nothing: refused, naming field and flag.
+    // The delayed fields would silently do nothing: refused, naming field and flag, at any value
+    // the user gave.
     const Recipe defaults;
+    const bool format_unset = fp8_format == defaults.fp8_format && !given.contains("fp8_format");
     auto only_delayed = [&](bool is_default, const char* field, const char* flag,
                             const std::string& value) {
-      MANTISSA_CHECK(is_default, "fp8 recipe",
+      MANTISSA_CHECK(is_default && !given.contains(field), "fp8 recipe",
                      "{} {} applies to the delayed recipe only; the {} recipe takes each scale "
                      "from the amax of the tensor being cast: leave {} out or use --fp8-recipe "
                      "delayed",
@@ -225,13 +229,13 @@ void Recipe::validate() const {
                      recipe_kind_name(kind));
     }
     if (is_rowwise(kind) || kind == RecipeKind::kBlock) {
-      MANTISSA_CHECK(fp8_format == defaults.fp8_format, "fp8 recipe",
+      MANTISSA_CHECK(format_unset, "fp8 recipe",
                      "fp8_format {} applies to the delayed, current and mxfp8 recipes only; the "
                      "{} recipe casts every tensor to E4M3: leave --fp8-format out",
                      format_name(fp8_format), recipe_kind_name(kind));
     }
     if (kind == RecipeKind::kNvfp4) {
-      MANTISSA_CHECK(fp8_format == defaults.fp8_format, "fp8 recipe",
+      MANTISSA_CHECK(format_unset, "fp8 recipe",
                      "fp8_format {} applies to the delayed, current and mxfp8 recipes only; the "
                      "nvfp4 recipe casts every tensor to E2M1 with E4M3 block scales: leave "
                      "--fp8-format out",
@@ -244,7 +248,7 @@ void Recipe::validate() const {
                      "recipe's per-tensor scale is amax / (448 * 6), 1 for an all-zero tensor");
     }
     if (is_mx(kind)) {
-      MANTISSA_CHECK(fp8_format == defaults.fp8_format || kind == RecipeKind::kMxfp8, "fp8 recipe",
+      MANTISSA_CHECK(format_unset || kind == RecipeKind::kMxfp8, "fp8 recipe",
                      "fp8_format {} applies to the delayed, current and mxfp8 recipes only; the "
                      "mxfp4 recipe casts every tensor to E2M1: leave --fp8-format out",
                      format_name(fp8_format));

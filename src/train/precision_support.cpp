@@ -191,11 +191,27 @@ std::string precision_support_table(const MachineCaps& caps) {
   return out;
 }
 
+namespace {
+
+AcceleratorKind kind_of(const std::string& accelerator, const MachineCaps& caps) {
+  const bool gpu = accelerator == "gpu" || accelerator == "cuda";
+  return gpu ? AcceleratorKind::kCuda : this_cpu_kind(caps);
+}
+
+}  // namespace
+
+std::string emulation_warning(const PrecisionEntry& entry, const std::string& accelerator,
+                              const MachineCaps& caps) {
+  const AcceleratorKind kind = kind_of(accelerator, caps);
+  const SupportCell cell = precision_support(entry, kind, caps);
+  if (cell.support != Support::kEmulated) return "";
+  return fmt::format("precision '{}' is emulated on this {}: {}", entry.name,
+                     accelerator_kind_name(kind), cell.reason);
+}
+
 void check_precision_support(const PrecisionEntry& entry, const std::string& accelerator,
                              const MachineCaps& caps) {
-  const bool gpu = accelerator == "gpu" || accelerator == "cuda";
-  const AcceleratorKind kind = gpu ? AcceleratorKind::kCuda : this_cpu_kind(caps);
-  const SupportCell cell = precision_support(entry, kind, caps);
+  const SupportCell cell = precision_support(entry, kind_of(accelerator, caps), caps);
   if (cell.support == Support::kNo) {
     fail("precision",
          "precision '{}' cannot run on accelerator '{}': {}; use accelerator='cpu' or 'auto' "
@@ -209,11 +225,12 @@ void check_precision_support(const PrecisionEntry& entry, const std::string& acc
     return;
   }
   // The 4-bit modes are emulated only in their default bf16 compute dtype, which the plugin
-  // may be given otherwise (--quant-dtype fp32), so no warning here (none before the table
-  // marked them either); `mantissa info` says it.
+  // may be given otherwise (--quant-dtype fp32), so no warning here; `mantissa info` says it.
   if (entry.math == PrecisionMath::kInt4) return;
-  warn_once(fmt::format("precision '{}' is emulated on this {}: {}", entry.name,
-                        accelerator_kind_name(kind), cell.reason));
+  // The transformer-engine plugin says it once a layer runs in FP8
+  // (TransformerEngineOptions::emulation_warning).
+  if (entry.math == PrecisionMath::kFloat8) return;
+  warn_once(emulation_warning(entry, accelerator, caps));
 }
 
 }  // namespace mantissa::train

@@ -2,7 +2,9 @@
 # --fp8-recipe (docs/fp8.md "Recipes"): an unknown name is refused while the command line is
 # parsed, listing the valid recipes; under a precision without FP8 layers the flag is refused
 # naming the precision; the delayed-only flags under current, --fp8-power-2-scales under
-# delayed and rowwise and --fp8-format E4M3 under rowwise are refused naming the setting.
+# delayed and rowwise and --fp8-format E4M3 under rowwise are refused naming the setting, and so
+# are a delayed-only flag or --fp8-format given at their default values, before or after
+# --fp8-recipe; --fp8-format under mxfp8, which reads it, is accepted.
 # Usage: cli_fp8_recipe_flag_refusals.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1
@@ -41,4 +43,25 @@ grep -q "the rowwise recipe rounds its scales down to powers of 2 already; leave
   --max-steps 1 >fmt.txt 2>&1 && fail "--fp8-format under rowwise was accepted"
 grep -q "fp8_format E4M3 applies to the delayed, current and mxfp8 recipes only; the rowwise recipe casts every tensor to E4M3" fmt.txt ||
   fail "the rowwise format message"
+for flags in "--fp8-recipe current --fp8-margin 0" "--fp8-margin 0 --fp8-recipe current"; do
+  # shellcheck disable=SC2086
+  "$M" train --model mlp --precision transformer-engine $flags --max-steps 1 >m0.txt 2>&1
+  [ $? -eq 2 ] || fail "$flags was not refused"
+  grep -q "margin 0 applies to the delayed recipe only; the current recipe" m0.txt ||
+    fail "the default margin's message ($flags): $(cat m0.txt)"
+  grep -q "is emulated" m0.txt && fail "the refusal came after the run started ($flags)"
+done
+
+"$M" train --model mlp --precision transformer-engine --fp8-amax-history-len 1024 \
+  --fp8-recipe block --max-steps 1 >h0.txt 2>&1 && fail "the default history length under block was accepted"
+grep -q "amax_history_len 1024 applies to the delayed recipe only" h0.txt ||
+  fail "the default history length's message: $(cat h0.txt)"
+
+"$M" train --model mlp --precision transformer-engine --fp8-recipe nvfp4 --fp8-format HYBRID \
+  --max-steps 1 >nvf.txt 2>&1 && fail "--fp8-format HYBRID under nvfp4 was accepted"
+grep -q "fp8_format HYBRID applies to the delayed, current and mxfp8 recipes only; the nvfp4 recipe" nvf.txt ||
+  fail "the nvfp4 format message: $(cat nvf.txt)"
+
+"$M" train --model mlp --precision transformer-engine --fp8-recipe mxfp8 --fp8-format HYBRID \
+  --max-steps 1 >mxf.txt 2>&1 || fail "--fp8-format HYBRID under mxfp8 was refused: $(cat mxf.txt)"
 exit 0

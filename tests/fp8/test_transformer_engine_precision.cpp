@@ -16,6 +16,7 @@
 #include "mantissa/nn/sequential.h"
 #include "mantissa/ops/reduce.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
+#include "mantissa/train/precision_registry.h"
 #include "mantissa/train/precisions/bitsandbytes_precision.h"
 #include "mantissa/train/trainer.h"
 #include "support/temp_dir.h"
@@ -113,6 +114,36 @@ TEST(TransformerEnginePrecision, ExcludingEveryLinearWarns) {
   WarningRecorder quiet;
   one_out.convert_module(*model2);
   EXPECT_TRUE(quiet.messages().empty());
+}
+
+// Made by the registry on a CPU, the precision says it emulates FP8 once a layer runs in FP8;
+// a model that fp8_exclude leaves without one is told that instead.
+TEST(TransformerEnginePrecision, SaysItEmulatesFp8OnlyWhenALayerRunsInFp8) {
+  auto two_linears = [] {
+    auto model = std::make_shared<nn::Sequential>();
+    model->push_back(std::make_shared<nn::Linear>(16, 32));
+    model->push_back(std::make_shared<nn::Linear>(32, 4));
+    return model;
+  };
+  forget_warnings_said_once();
+  {
+    WarningRecorder recorder;
+    auto all_out = make_precision("transformer-engine", {.extra = {{"fp8_exclude", "0,1"}}});
+    all_out->convert_module(*two_linears());
+    ASSERT_EQ(recorder.messages().size(), 1u);
+    EXPECT_NE(recorder.messages()[0].find("no layer of Sequential runs in FP8"), std::string::npos)
+        << recorder.messages()[0];
+  }
+  {
+    WarningRecorder recorder;
+    auto one_in = make_precision("transformer-engine", {.extra = {{"fp8_exclude", "0"}}});
+    one_in->convert_module(*two_linears());
+    ASSERT_EQ(recorder.messages().size(), 1u);
+    EXPECT_NE(recorder.messages()[0].find("precision 'transformer-engine' is emulated on this CPU"),
+              std::string::npos)
+        << recorder.messages()[0];
+  }
+  forget_warnings_said_once();
 }
 
 // A name to exclude that names no layer is an error listing the nearest names.

@@ -395,6 +395,37 @@ TEST(ModelHparams, Fp8FlagsWinOrMustMatch) {
       "f.safetensors was trained with --fp8-exclude \"\", but --fp8-exclude is h0 here");
 }
 
+// eval of a file trained under current: a delayed-only flag given is refused even at its
+// default value, which the file's own record (HYBRID under nvfp4) is not.
+TEST(ModelHparams, AFlagTheFilesRecipeDoesNotReadIsRefusedEvenAtItsDefault) {
+  const nlohmann::json current = {{"fp8-recipe", "current"},
+                                  {"fp8-format", "HYBRID"},
+                                  {"fp8-power-2-scales", "false"},
+                                  {"fp8-exclude", ""}};
+  const auto margin_given = [](const std::string& flag) { return flag == "fp8-margin"; };
+  PrecisionSettings settings = {{"fp8_margin", "0"}};
+  expect_error(
+      [&] { apply_fp8_hparams(current, nullptr, "f.safetensors", {}, margin_given, settings); },
+      "margin 0 applies to the delayed recipe only; the current recipe takes each scale from "
+      "the amax of the tensor being cast: leave --fp8-margin out");
+  // Not given, the same settings from the file pass.
+  PrecisionSettings from_file;
+  apply_fp8_hparams(current, nullptr, "f.safetensors", {}, kNothingGiven, from_file);
+  EXPECT_EQ(from_file.at("fp8_recipe"), "current");
+  const nlohmann::json nvfp4 = {{"fp8-recipe", "nvfp4"}, {"fp8-format", "HYBRID"}};
+  PrecisionSettings nvfp4_settings;
+  apply_fp8_hparams(nvfp4, nullptr, "f.safetensors", {}, kNothingGiven, nvfp4_settings);
+  EXPECT_EQ(nvfp4_settings.at("fp8_format"), "HYBRID");
+  const auto format_given = [](const std::string& flag) { return flag == "fp8-format"; };
+  PrecisionSettings format_settings = {{"fp8_format", "HYBRID"}};
+  expect_error(
+      [&] {
+        apply_fp8_hparams(nvfp4, nullptr, "f.safetensors", {}, format_given, format_settings);
+      },
+      "fp8_format HYBRID applies to the delayed, current and mxfp8 recipes only; the nvfp4 "
+      "recipe");
+}
+
 // Files written before the hyperparameters held the fp8-* keys: the recipe comes from the
 // trainer metadata (its own key names), the exclusions from the flag alone.
 TEST(ModelHparams, OlderFp8FilesUseTheirTrainerMetadataRecipe) {

@@ -26,6 +26,7 @@
 //            weights, stochastic rounding for gradients and a 16-point random Hadamard
 //            transform on the weight-gradient product's operands; each switchable off.
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -129,6 +130,10 @@ struct Recipe {
   // outside mxfp4), or when
   // amax_epsilon is negative or not finite.
   void validate() const;
+  // As validate(), where `given` names fields the user set by hand ("fp8_format", "margin",
+  // "amax_history_len", "amax_compute_algo"): a kind that does not read one refuses it even at
+  // its default value, as the command line refuses "--fp8-margin 0" under current.
+  void validate(const std::set<std::string>& given) const;
   // Rows of amax history an FP8 layer holds under this recipe: amax_history_len for delayed, 1
   // otherwise (where row 0 holds the amax of the slot's last cast).
   int64_t history_rows() const;

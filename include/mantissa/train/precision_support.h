@@ -50,9 +50,15 @@ SupportCell precision_support(const PrecisionEntry& entry, AcceleratorKind kind,
 // machine's CPU is marked, and the reasons are listed under the table as numbered notes.
 std::string precision_support_table(const MachineCaps& caps);
 
-// What make_precision does with a precision on an accelerator ("cpu", "gpu", "cuda"): "no"
-// throws with the reason; "emulated" prints a one-time warning per precision with the reason
-// (bf16 shares the kernels' emulated-bf16 warning, printed once per process).
+// "precision 'NAME' is emulated on this CPU: <reason>" where `entry` is emulated on
+// `accelerator` ("cpu", "gpu", "cuda"), "" where it runs natively or not at all.
+std::string emulation_warning(const PrecisionEntry& entry, const std::string& accelerator,
+                              const MachineCaps& caps);
+
+// What make_precision does with a precision on an accelerator: "no" throws with the reason;
+// "emulated" prints a one-time warning per precision with the reason (emulation_warning; bf16
+// shares the kernels' emulated-bf16 warning, printed once per process). The FP8 precisions
+// leave it to their plugin, which says it once a layer runs in FP8.
 void check_precision_support(const PrecisionEntry& entry, const std::string& accelerator,
                              const MachineCaps& caps);
 

@@ -23,6 +23,7 @@
 #include "mantissa/nn/normalization.h"
 #include "mantissa/nn/replace.h"
 #include "mantissa/ops/attention.h"
+#include "mantissa/train/precision_support.h"
 #include "mantissa/train/precisions/bitsandbytes_precision.h"
 
 namespace mantissa::train {
@@ -127,7 +128,7 @@ int64_t parse_int(const std::string& key, const std::string& value) {
 }  // namespace
 
 TransformerEngineOptions transformer_engine_options_from(
-    const std::map<std::string, std::string>& settings) {
+    const std::map<std::string, std::string>& settings, const std::set<std::string>& given) {
   TransformerEngineOptions o;
   for (const auto& [key, value] : settings) {
     if (key == "fp8_recipe") {
@@ -195,13 +196,22 @@ TransformerEngineOptions transformer_engine_options_from(
            key);
     }
   }
-  o.recipe.validate();
+  // The recipe's field behind each given key a recipe may not read.
+  std::set<std::string> given_fields;
+  for (const char* key :
+       {"fp8_format", "fp8_margin", "fp8_amax_history_len", "fp8_amax_compute_algo"}) {
+    if (given.contains(key))
+      given_fields.insert(std::string(key) == "fp8_format" ? key : key + 4);  // "margin", ...
+  }
+  o.recipe.validate(given_fields);
   return o;
 }
 
 std::unique_ptr<Precision> make_transformer_engine_precision(const PrecisionOptions& options) {
-  return std::make_unique<TransformerEnginePrecision>(
-      options.precision, transformer_engine_options_from(options.extra));
+  TransformerEngineOptions o = transformer_engine_options_from(options.extra);
+  if (const PrecisionEntry* entry = find_precision(options.precision))
+    o.emulation_warning = emulation_warning(*entry, options.accelerator, this_machine());
+  return std::make_unique<TransformerEnginePrecision>(options.precision, std::move(o));
 }
 
 nlohmann::json fp8_stats_json(const Fp8Stats& stats) {
@@ -312,22 +322,23 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
         [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
           return fp8::LayerNorm::from_layer_norm(static_cast<const nn::LayerNorm&>(*old));
         });
-    // No Linear left to run in FP8 (all excluded, or none in the model): the run is bf16 (or
-    // fp16) without FP8, which the precision's name would not tell.
-    bool any_fp8_linear = false;
-    walk(module, "", [&](const std::string&, nn::Module& m) {
-      any_fp8_linear = any_fp8_linear || dynamic_cast<fp8::Fp8Module*>(&m) != nullptr;
-    });
-    if (!any_fp8_linear) {
-      warn(fmt::format(
-          "TransformerEnginePrecision: no layer of {} runs in FP8 ({}): it trains in {} "
-          "without FP8 products",
-          module.name(),
-          options_.exclude.empty() ? "it has no Linear layer"
-                                   : fmt::format("fp8_exclude keeps out every Linear layer: {}",
-                                                 fmt::join(options_.exclude, ",")),
-          dtype_.name()));
-    }
+  }
+  // No Linear left to run in FP8 (all excluded, or none in the model): the run is bf16 (or
+  // fp16) without FP8, which the precision's name would not tell, and no FP8 is emulated.
+  bool any_fp8_linear = false;
+  walk(module, "", [&](const std::string&, nn::Module& m) {
+    any_fp8_linear = any_fp8_linear || dynamic_cast<fp8::Fp8Module*>(&m) != nullptr;
+  });
+  if (any_fp8_linear && !options_.emulation_warning.empty()) warn_once(options_.emulation_warning);
+  if (!any_fp8_linear && options_.replace_layers) {
+    warn(fmt::format(
+        "TransformerEnginePrecision: no layer of {} runs in FP8 ({}): it trains in {} "
+        "without FP8 products",
+        module.name(),
+        options_.exclude.empty() ? "it has no Linear layer"
+                                 : fmt::format("fp8_exclude keeps out every Linear layer: {}",
+                                               fmt::join(options_.exclude, ",")),
+        dtype_.name()));
   }
   // Layers built with another history length follow the recipe (truncated or zero-padded).
   fp8_forwards_at_setup_.clear();

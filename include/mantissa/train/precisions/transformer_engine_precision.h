@@ -7,6 +7,7 @@
 // the plugin's recipe. As in Lightning there is no loss scaler, for float16 weights too: the
 // gradient GEMMs get their range from the per-tensor E5M2 scale.
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct TransformerEngineOptions {
   std::vector<std::string> exclude;
   // false: convert_module only casts the dtype (build with FP8 layers yourself).
   bool replace_layers = true;
+  // Said once (warn_once) when convert_module leaves a layer in FP8: make_precision sets it
+  // where the precision is emulated (train::emulation_warning), so a model that fp8_exclude
+  // leaves without FP8 layers is told that instead of how FP8 is emulated.
+  std::string emulation_warning;
 };
 
 // Per FP8 layer and role: the scale now and what the last interval's casts did.
@@ -99,9 +104,12 @@ class TransformerEnginePrecision : public Precision {
 // "fp8_fp32_scales" (true|false; block), "fp8_disable_rht", "fp8_disable_stochastic_rounding",
 // "fp8_disable_2d_quantization" (true|false; nvfp4), "fp8_enable_rht",
 // "fp8_enable_stochastic_rounding" (true|false; mxfp4), "fp8_exclude" (comma-separated module
-// names). Unknown keys and bad values throw naming the key.
+// names). Unknown keys and bad values throw naming the key. `given` names the keys the user set
+// by hand (the --fp8-* flags given): a recipe refuses one it does not read even at its default
+// value ("fp8_margin" "0" under current, fp8::Recipe::validate), where a value recorded in a
+// checkpoint's hyperparameters passes.
 TransformerEngineOptions transformer_engine_options_from(
-    const std::map<std::string, std::string>& settings);
+    const std::map<std::string, std::string>& settings, const std::set<std::string>& given = {});
 
 // A checkpoint holds each FP8 layer's state twice: as the module's tensors `<layer>.fp8_scale`
 // and `<layer>.fp8_amax_history` (`model`, the file's model tensors without their "model."
