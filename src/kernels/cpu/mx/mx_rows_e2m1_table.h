@@ -2,9 +2,9 @@
 // The E2M1 row cast under the floor scale by a table of each element's step on the grid, as the
 // AVX2 body (mx_rows_e2m1_avx2.cpp) and the AVX-512 body (mx_rows_e2m1_avx512.cpp) take it: the
 // arithmetic of the index, a group's preparation a group ahead (prepare_fp4), its constants
-// (Fp4Table) and counts (Fp4Counts), and the loop over a segment's whole groups
-// (encode_fp4_groups), which a level's Body casts the blocks of. A file includes it last, after
-// mx_row_groups_avx2.h.
+// (Fp4Table), counts (Fp4Counts) and records (Fp4Records), and the loop over a segment's whole
+// groups (encode_fp4_groups), which a level's Body casts the blocks of. A file includes it last,
+// after mx_row_groups_avx2.h.
 
 namespace mantissa::kernels::mx::detail {
 namespace {
@@ -116,7 +116,7 @@ struct Fp4Table {
 // (E in [5, 254], or amax 0) takes its scales (E8M0 floor: max(E - 2, 0)), offsets and tops
 // straight from its amax in the source's lanes; another group its scales and multipliers
 // (floor_scales8) for encode_block.
-template <DType::Id kSrc>
+template <DType::Id kSrc, bool kStats>
 [[gnu::always_inline]] inline void prepare_fp4(const void* src, int64_t i, uint8_t* s,
                                                const Fp4Table& t, Fp4Group& g) {
   __m256i m[8];
@@ -148,8 +148,10 @@ template <DType::Id kSrc>
       _mm_storel_epi64(reinterpret_cast<__m128i*>(s), _mm_packus_epi16(c, c));
       const __m128i big = _mm_slli_epi16(_mm_max_epi16(e, t.five16), 7);
       _mm_store_si128(reinterpret_cast<__m128i*>(g.off16), _mm_sub_epi16(t.off16, big));
-      g.amax16 = a;
-      g.top16 = _mm_sub_epi16(a, big);
+      if constexpr (kStats) {
+        g.amax16 = a;
+        g.top16 = _mm_sub_epi16(a, big);
+      }
       g.slow = 0;
       return;
     }
@@ -168,7 +170,7 @@ template <DType::Id kSrc>
       const __m256i big = _mm256_max_epi32(e, t.five);
       _mm256_store_si256(reinterpret_cast<__m256i*>(g.off),
                          _mm256_sub_epi32(t.off32, _mm256_slli_epi32(big, 7)));
-      g.top = _mm256_sub_epi32(g.amax, _mm256_slli_epi32(big, 23));
+      if constexpr (kStats) g.top = _mm256_sub_epi32(g.amax, _mm256_slli_epi32(big, 23));
       g.slow = 0;
       return;
     }
@@ -297,13 +299,14 @@ int64_t encode_fp4_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* s
     counts.clear();
   };
   Fp4Group ahead[2];
-  prepare_fp4<kSrc>(src, 0, scales, t, ahead[0]);
+  prepare_fp4<kSrc, kStats>(src, 0, scales, t, ahead[0]);
   for (int64_t q = 0; q < groups; ++q) {
     const int64_t i = q * kGroup;
     const Fp4Group& g = ahead[q & 1];
     fetch_group_ahead<kSrc, kStream>(src, i);
     if (q + 1 < groups)
-      prepare_fp4<kSrc>(src, i + kGroup, scales + (i + kGroup) / kMxBlock, t, ahead[(q + 1) & 1]);
+      prepare_fp4<kSrc, kStats>(src, i + kGroup, scales + (i + kGroup) / kMxBlock, t,
+                                ahead[(q + 1) & 1]);
     if (g.slow == 0) {
       fp4_group_blocks<Body, kSrc, kStats, kStream>(src, i, g, t, counts, codes);
       if constexpr (kStats) records.group(st->run, g, t);
