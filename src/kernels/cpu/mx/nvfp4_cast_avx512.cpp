@@ -25,6 +25,7 @@
 #include "kernels/cpu/mx/mxfp4_sr.h"
 #include "kernels/cpu/mx/nvfp4_cast_levels.h"
 #include "kernels/cpu/mx/nvfp4_scale_codes.h"
+#include "kernels/cpu/mx/nvfp4_scale_lookup.h"
 #include "kernels/cpu/mx/philox_avx512.h"
 
 // The ISA is enabled after every header, so no inline library code is built for it.
@@ -233,14 +234,15 @@ struct FloatGroup16 {
 };
 
 // encode_group16's first half: the 16 blocks' amax (block_amax_in's 16, or their own), their
-// scales (written; by sc's compares where they serve) and factors. With kGivenOnly and
-// block_amax_in, g.own is block_amax_in's (the own amax are not taken: no statistics, or records
-// taken from the tiles' own amax, MxKernels::nvfp4_encode_stats).
+// scales (written; by sc's compares where they serve, or by `lookup`'s, when given) and factors.
+// With kGivenOnly and block_amax_in, g.own is block_amax_in's (the own amax are not taken: no
+// statistics, or records taken from the tiles' own amax, MxKernels::nvfp4_encode_stats).
 template <DType::Id kSrc, bool kGivenOnly = false>
 [[gnu::always_inline]] inline void prepare_group16(const void* src, const float* block_amax_in,
                                                    float tensor_scale,
                                                    const Nvfp4ScaleCodeThresholds& sc,
-                                                   uint8_t* scales, FloatGroup16& g) {
+                                                   uint8_t* scales, FloatGroup16& g,
+                                                   const Nvfp4ScaleCodeLookup* lookup = nullptr) {
   const DType dtype{kSrc};
   if (kGivenOnly && block_amax_in) {
     g.own = _mm512_loadu_si512(block_amax_in);
@@ -265,7 +267,7 @@ template <DType::Id kSrc, bool kGivenOnly = false>
   // The compares serve where every amax is a number >= 0 (as unsigned bits, at most infinity's).
   const __m512i bits = _mm512_castps_si512(amax);
   if (sc.ok && _mm512_cmpgt_epu32_mask(bits, _mm512_set1_epi32(0x7F800000)) == 0) {
-    scale_codes = scale_codes16(sc, bits);
+    scale_codes = lookup ? scale_codes16(*lookup, bits) : scale_codes16(sc, bits);
     g.factor = sc.factors_ok
                    ? scale_factors16(sc, scale_codes)
                    : _mm512_div_ps(_mm512_set1_ps(1.0f / tensor_scale), e4m3_values(scale_codes));
@@ -436,13 +438,15 @@ template <bool kStats>
 // rounded to nearest or (kSr) stochastically with the bytes of the 256-column groups from
 // column `col` (a multiple of 16; philox.h's sr_byte). Returns the blocks whose factor is NaN or
 // infinite (their codes and scales are left for the scalar body, and they are not counted).
+// `lookup`, where given, takes the scale codes in place of sc's compares (prepare_group16).
 template <bool kSr, bool kStats, DType::Id kSrc>
 inline unsigned encode_group16(const void* src, const float* block_amax_in, float tensor_scale,
-                               const Nvfp4ScaleCodeThresholds& sc, SrWords16* sr, uint64_t offset,
+                               const Nvfp4ScaleCodeThresholds& sc,
+                               const Nvfp4ScaleCodeLookup* lookup, SrWords16* sr, uint64_t offset,
                                uint64_t row, int64_t col, uint8_t* codes, uint8_t* scales,
                                Nvfp4LaneStats* st) {
   FloatGroup16 g;
-  prepare_group16<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g);
+  prepare_group16<kSrc>(src, block_amax_in, tensor_scale, sc, scales, g, lookup);
   if constexpr (kSr) {
     if ((col & 255) == 0 && g.to_scalar == 0) {
       sr->need(offset, row, col, col);
@@ -484,10 +488,14 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
           nvfp4_run_stats(at(src, dtype, i), dtype, len, tensor_scale, codes + i / 2, scales + b));
   };
   const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
+  // Stochastic rounding takes its scale codes by lookup where it serves (nvfp4_scale_lookup.h).
+  const Nvfp4ScaleCodeLookup* lookup = nullptr;
+  if constexpr (kSr)
+    if (const Nvfp4ScaleCodeLookup& l = nvfp4_scale_code_lookup(sc); l.ok) lookup = &l;
   auto group = [&](const void* x, const float* amax_in, int64_t b, uint8_t* c, uint8_t* s) {
-    return encode_group16<kSr, kStats, kSrc>(x, amax_in, tensor_scale, sc, sr ? &*sr : nullptr,
-                                             offset, static_cast<uint64_t>(row),
-                                             first_col + b * kNvfp4Block, c, s, &st);
+    return encode_group16<kSr, kStats, kSrc>(
+        x, amax_in, tensor_scale, sc, lookup, sr ? &*sr : nullptr, offset,
+        static_cast<uint64_t>(row), first_col + b * kNvfp4Block, c, s, &st);
   };
   // Rounded to nearest: each group's amax and factors taken a group ahead, so that their chain
   // (a reduction, the scale codes' compares, a division) hides behind the blocks before. Given
