@@ -65,7 +65,8 @@ struct SrAlignedConstants16 {
 // (the bfloat16 themselves, or a float32's high half), so its byte signs are the codes' signs.
 // With kStats the saturated and flushed elements are counted from masks in general registers
 // (popcount), off the vector pipes, and added to st once: flushed (code magnitude 0 from x != 0)
-// as the codes of magnitude 0 less the elements x = 0 (whose codes are 0 whatever the byte).
+// as the codes of magnitude 0 less the elements x = 0 (whose codes are 0 whatever the byte), or
+// of a bfloat16 source as the codes of magnitude 0 whose packed magnitudes are nonzero.
 template <bool kStats, DType::Id kSrc>
 [[gnu::always_inline]] inline void encode_sr_aligned16(const void* src, const FloatGroup16& g,
                                                        const __m512i (&words)[4], uint8_t* codes,
@@ -76,7 +77,7 @@ template <bool kStats, DType::Id kSrc>
   __m512i last_pairs;
 #pragma GCC unroll 4
   for (int q = 0; q < 4; ++q) {
-    __m512i high[2], signs[2], sums[4];
+    __m512i high[2], signs[2], mags[2], sums[4];
     __m512 ys[4];
 #pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
@@ -86,8 +87,7 @@ template <bool kStats, DType::Id kSrc>
         const __m512i raw = _mm512_loadu_si512(static_cast<const uint16_t*>(src) + 16 * b0);
         signs[p] = raw;
         const __m512i m = _mm512_and_si512(raw, k.magnitude);
-        if constexpr (kStats)
-          zeros += std::popcount(static_cast<uint32_t>(_mm512_testn_epi16_mask(raw, k.magnitude)));
+        mags[p] = m;
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h)
           a[h] = _mm512_mul_ps(
@@ -142,9 +142,19 @@ template <bool kStats, DType::Id kSrc>
           _mm512_packs_epi32(_mm512_castps_si512(ys[0]), _mm512_castps_si512(ys[1])),
           _mm512_packs_epi32(_mm512_castps_si512(ys[2]), _mm512_castps_si512(ys[3]))));
     }
-    if constexpr (kStats)
-      zero_codes += static_cast<unsigned>(
-          std::popcount(static_cast<uint64_t>(_mm512_testn_epi8_mask(magnitudes, magnitudes))));
+    if constexpr (kStats) {
+      // Codes of magnitude 0: of a float32 source all (its elements x = 0 taken off at the end), of
+      // a bfloat16 one those of x != 0 (the signed pack of the magnitudes keeps them nonzero).
+      __mmask64 zero_code;
+      if constexpr (kBf16) {
+        const __m512i nonzero = _mm512_packs_epi16(mags[0], mags[1]);
+        zero_code = _mm512_mask_testn_epi8_mask(_mm512_test_epi8_mask(nonzero, nonzero), magnitudes,
+                                                magnitudes);
+      } else {
+        zero_code = _mm512_testn_epi8_mask(magnitudes, magnitudes);
+      }
+      zero_codes += static_cast<unsigned>(std::popcount(static_cast<uint64_t>(zero_code)));
+    }
     // The sign into bit 3; then two codes to a byte (even + 16 * odd) in block order.
     const __m512i coded = _mm512_mask_add_epi8(magnitudes, negative, magnitudes, k.eight);
     const __m512i pairs = _mm512_maddubs_epi16(coded, k.pair);
