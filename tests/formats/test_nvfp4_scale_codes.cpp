@@ -4,11 +4,14 @@
 // amax whose code is k or more (found here by bisection over the scalar body's code), one bit
 // below and above it, and at 0, subnormals, infinity, NaN and negatives, under tensor scales
 // inside and outside the range where the compares serve. Every level's codes, scales and
-// statistics are the scalar body's.
+// statistics are the scalar body's. The same values cast as 1x16 rows with stochastic rounding
+// put each block's own amax there too; the AVX-512 stochastic rows take those scale codes by
+// nvfp4_scale_lookup.h's lookup, whose tables are checked here against the scalar codes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +21,7 @@
 
 #include "kernels/cpu/mx/mx_cast.h"
 #include "kernels/cpu/mx/mx_scalar.h"
+#include "kernels/cpu/mx/nvfp4_scale_lookup.h"
 #include "support/nvfp4_cast_check.h"
 #include "support/simd_levels.h"
 
@@ -78,8 +82,8 @@ TEST(Nvfp4ScaleCodes, EveryStepBetweenCodesGivesTheScalarBytes) {
         if (b >= 0 && b <= 0x7F800000) amax.push_back(float_of(static_cast<uint32_t>(b)));
       }
     }
-    // One tile row: tile t's 16 rows hold values up to amax[t] (the codes vary too); its amax is
-    // amax[t] whatever the values.
+    // One tile row: tile t's 16 rows hold values up to amax[t], row r's element r at it (the codes
+    // vary too); its amax is amax[t] whatever the values.
     const int64_t rows = 16, tiles = static_cast<int64_t>(amax.size()), cols = 16 * tiles;
     std::vector<float> x(static_cast<size_t>(rows * cols));
     std::vector<uint16_t> xb(x.size());
@@ -90,7 +94,7 @@ TEST(Nvfp4ScaleCodes, EveryStepBetweenCodesGivesTheScalarBytes) {
         const float m = amax[static_cast<size_t>(c / 16)];
         const float u = static_cast<float>(static_cast<int32_t>(h) >> 8) * 0x1p-23f;  // [-1, 1)
         const float v = m == m && m > 0.0f && m < std::numeric_limits<float>::infinity()
-                            ? m * u
+                            ? (c % 16 == r ? m : m * u)
                             : (c % 3 ? 1.5f * u : 0.0f);
         x[static_cast<size_t>(r * cols + c)] = v;
         xb[static_cast<size_t>(r * cols + c)] = bf16_bits(v);
@@ -103,18 +107,62 @@ TEST(Nvfp4ScaleCodes, EveryStepBetweenCodesGivesTheScalarBytes) {
       e.tensor_scale = ts;
       e.tiles_16x16 = true;
       e.tile_amax = amax.data();
-      const testing::Nvfp4Cast want =
-          testing::nvfp4_cast_at(src, dtype, rows, cols, e, SimdLevel::kScalar);
-      for (SimdLevel level : simd_levels_here()) {
-        if (level == SimdLevel::kScalar) continue;
-        SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + " at " + simd_level_name(level) +
-                     ", tensor scale " + scale_name(ts));
-        testing::expect_nvfp4_cast(src, dtype, rows, cols, e, level, want);
-        ++compared;
+      Nvfp4Encoding sr;  // 1x16 rows, stochastic
+      sr.tensor_scale = ts;
+      sr.rounding = Fp4Rounding::kStochastic;
+      sr.seed = 17;
+      sr.offset = 5;
+      for (const Nvfp4Encoding& enc : {e, sr}) {
+        const testing::Nvfp4Cast want =
+            testing::nvfp4_cast_at(src, dtype, rows, cols, enc, SimdLevel::kScalar);
+        for (SimdLevel level : simd_levels_here()) {
+          if (level == SimdLevel::kScalar) continue;
+          SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + (enc.tiles_16x16 ? " 16x16" : " sr") +
+                       " at " + simd_level_name(level) + ", tensor scale " + scale_name(ts));
+          testing::expect_nvfp4_cast(src, dtype, rows, cols, enc, level, want);
+          ++compared;
+        }
       }
     }
   }
   if (compared == 0) GTEST_SKIP() << "no AVX2 on this CPU";
+}
+
+// nvfp4_scale_lookup.h's table serves under every tensor scale where the compares do (64 a
+// binade over the whole range), and gives the scalar code at each least amax whose code is k or
+// more (two bits below to two above) and at each of its buckets' first and last bits.
+TEST(Nvfp4ScaleCodes, LookupServesWhereTheComparesServeAndGivesTheirCodes) {
+  // scale_codes16's code of one amax's bits.
+  auto lookup_code = [](const detail::Nvfp4ScaleCodeLookup& l, uint32_t bits) {
+    const int32_t d = static_cast<int32_t>(bits - static_cast<uint32_t>(l.base));
+    const int i = (d >> 19) & 15;
+    return std::clamp((d >> 20) + l.add[i] + ((d & 0x7FFFFF) > l.threshold[i] ? 1 : 0), 8, 126);
+  };
+  int served = 0;
+  for (int e = -130; e <= 128; ++e) {
+    for (int m = 0; m < 64; ++m) {
+      const float ts = std::ldexp(1.0f + m / 64.0f, e);
+      detail::Nvfp4ScaleCodeThresholds t;
+      t.make(ts);
+      detail::Nvfp4ScaleCodeLookup l;
+      l.make(t);
+      ASSERT_EQ(l.ok, t.ok) << "tensor scale " << scale_name(ts);
+      if (!l.ok) continue;
+      ++served;
+      if (m % 16 != 0) continue;
+      std::vector<uint32_t> bits = {0u, 1u, 0x7F800000u, static_cast<uint32_t>(l.base) - 1};
+      for (int k = 9; k <= 126; ++k)
+        for (int d = -2; d <= 2; ++d) bits.push_back(least_amax(k, ts) + d);
+      for (int64_t o = l.base; o <= 0x7F800000; o += int64_t{1} << 23)
+        for (int64_t i = 0; i < 16; ++i)
+          for (const int64_t edge : {o + (i << 19), o + ((i + 1) << 19) - 1})
+            if (edge <= 0x7F800000) bits.push_back(static_cast<uint32_t>(edge));
+      for (const uint32_t b : bits)
+        ASSERT_EQ(lookup_code(l, b), scalar::nvfp4_block_scale(float_of(b), ts).code)
+            << "amax bits " << b << ", tensor scale " << scale_name(ts);
+    }
+  }
+  EXPECT_GT(served, 10000);
 }
 
 // The casts of a bfloat16 source rounded to nearest take 16 blocks' scale codes in 16-bit lanes
