@@ -8,6 +8,21 @@
 namespace mantissa::kernels::mx::detail {
 namespace {
 
+// A 32-bit value in all 16 lanes, as data: SrAlignedConstants16 reads its splats by plain loads,
+// where a set1 of a constant is made from a general register each group (a move and a broadcast,
+// which takes a shift/shuffle pipe).
+struct alignas(64) Splat16 {
+  uint32_t v[16];
+};
+constexpr Splat16 splat16_of(uint32_t x) {
+  Splat16 s{};
+  for (uint32_t& e : s.v) e = x;
+  return s;
+}
+inline constexpr Splat16 kSrAlignedSplats[] = {splat16_of(0x7FFF7FFF), splat16_of(0x7FFFFFFF),
+                                               splat16_of(0xFF << 14), splat16_of(0xFF000000),
+                                               splat16_of(0x08080808), splat16_of(0x10011001)};
+
 // encode_sr_aligned16's constants, made once per group behind an empty asm (as
 // StochasticCodeConstants16's).
 struct SrAlignedConstants16 {
@@ -20,13 +35,15 @@ struct SrAlignedConstants16 {
   __m512i eight, pair;
   __m512 six, half;
   explicit SrAlignedConstants16(bool bf16)
-      : magnitude(_mm512_set1_epi32(bf16 ? 0x7FFF7FFF : 0x7FFFFFFF)),
-        byte_field(_mm512_set1_epi32(0xFF << 14)),
-        bias(_mm512_set1_epi32(static_cast<int>(0xFF000000u))),
-        eight(_mm512_set1_epi8(8)),
-        pair(_mm512_set1_epi16(0x1001)),
-        six(_mm512_set1_ps(kE2m1Max)),
-        half(_mm512_set1_ps(0.5f)) {
+      : six(_mm512_set1_ps(kE2m1Max)), half(_mm512_set1_ps(0.5f)) {
+    // The table's address hidden, so that its splats are loaded as they lie.
+    const Splat16* t = kSrAlignedSplats;
+    asm("" : "+r"(t));
+    magnitude = _mm512_load_si512(t[bf16 ? 0 : 1].v);
+    byte_field = _mm512_load_si512(t[2].v);
+    bias = _mm512_load_si512(t[3].v);
+    eight = _mm512_load_si512(t[4].v);  // 8 in every byte
+    pair = _mm512_load_si512(t[5].v);   // 0x1001 in every 16-bit unit
     alignas(64) int16_t w[2][32], h[32], o[32];
     alignas(64) int32_t d[16];
     for (int i = 0; i < 32; ++i) {
