@@ -49,8 +49,8 @@ using namespace nvfp4_avx2;
 // d = min(|x| bits -sat B, 1023), the code is the count of T_i - B <= d. A bucket of 32 d's
 // (d >> 5) holds at most one threshold where they lie 33 or more bits apart (normal values: the
 // thresholds' ratios of at least 1.4 put them 51 or more apart), so the code is count_j + (d >=
-// r_j) (r_j the bucket's threshold, or its end), and its negation (r_j - 1 - 1024 count_j - d)
-// >> 10. look[c] holds B, then those 32 entries; look_ok[c] whether they give every d's count (the
+// r_j) (r_j the bucket's threshold, or its end), which is (d - (r_j - 1024 (count_j + 1))) >> 10.
+// look[c] holds B, then those 32 entries; look_ok[c] whether they give every d's count (the
 // thresholds within 1023 of B, one a bucket); groups with another code take the compares.
 //
 // Without the lookup, a code's thresholds from T3 on are counted two octaves at a time (octave).
@@ -132,7 +132,7 @@ struct Bf16Thresholds {
         if (r[i] > 32 * j && r[i] < 32 * j + 32) ++inside, at = r[i];
       }
       if (inside > 1) look_ok[c] = false;
-      look[c][1 + j / 16][j % 16] = static_cast<int16_t>(at - 1 - 1024 * count);
+      look[c][1 + j / 16][j % 16] = static_cast<int16_t>(at - 1024 * (count + 1));
     }
     for (int l = 0; l < 16; ++l) {
       look[c][0][l] = static_cast<int16_t>(base);
@@ -142,7 +142,7 @@ struct Bf16Thresholds {
     for (int d = 0; d < 1024 && look_ok[c]; ++d) {
       int count = 0;
       for (int i = 0; i < 7; ++i) count += r[i] <= d;
-      look_ok[c] = -count == (look[c][1 + (d >> 9)][(d >> 5) & 15] - d) >> 10;
+      look_ok[c] = count == (d - look[c][1 + (d >> 9)][(d >> 5) & 15]) >> 10;
     }
   }
 
@@ -199,11 +199,11 @@ inline Bf16Thresholds& bf16_thresholds(float tensor_scale) {
   return *table;
 }
 
-// One block's 16 magnitude codes, negated, in 16-bit lanes in element order, from its row: the
-// thresholds its magnitudes reach (each compare is -1 where reached), with its elements v, their
-// magnitudes m and (kStats) the mask of those past T8 (saturated).
+// One block's 16 magnitude codes (0-7) in 16-bit lanes in element order, with its elements v,
+// their magnitudes m and (kStats) the mask of those past T8 (saturated). bf16_threshold_codes
+// gives the codes negated (the sum of its compares, each -1 where reached).
 struct Bf16BlockCodes {
-  __m256i neg, v, m, over;
+  __m256i code, v, m, over;
 };
 
 template <bool kStats>
@@ -219,7 +219,7 @@ inline Bf16BlockCodes bf16_threshold_codes(__m256i v, const int16_t (*row)[16]) 
       v, m, kStats ? r[7] : m};
 }
 
-// bf16_threshold_codes by octave[c] (oct; Bf16Thresholds::octave_ok): T1 and T2 by compares,
+// The codes by octave[c] (oct; Bf16Thresholds::octave_ok), not negated: T1 and T2 by compares,
 // T3..T7 by two saturating subtractions and shifts.
 template <bool kStats>
 inline Bf16BlockCodes bf16_octave_codes(__m256i v, const int16_t (*oct)[16]) {
@@ -228,27 +228,28 @@ inline Bf16BlockCodes bf16_octave_codes(__m256i v, const int16_t (*oct)[16]) {
   const __m256i upper = _mm256_add_epi16(_mm256_srli_epi16(_mm256_subs_epu16(m, r(2)), 7),
                                          _mm256_srli_epi16(_mm256_subs_epu16(m, r(3)), 7));
   const __m256i lower = _mm256_add_epi16(_mm256_cmpgt_epi16(m, r(0)), _mm256_cmpgt_epi16(m, r(1)));
-  return {_mm256_sub_epi16(lower, upper), v, m, kStats ? _mm256_cmpgt_epi16(m, r(7)) : m};
+  return {_mm256_sub_epi16(upper, lower), v, m, kStats ? _mm256_cmpgt_epi16(m, r(7)) : m};
 }
 
-// The codes of two blocks as 32 bytes in the order of _mm256_packs_epi16(a, b): their negated
-// magnitude codes, with bit 3 set from their elements' sign bits (the packs keep each element's
-// sign in its byte's top bit). With kStats it counts in bytes the saturated elements and the
-// flushed ones: code 0 from a nonzero magnitude (the packs saturate magnitudes to 0..127, so
-// they stay nonzero), _mm256_sign_epi8 keeping the zero code's mask only there.
-template <bool kStats>
+// The codes of two blocks as 32 bytes in the order of _mm256_packs_epi16(a, b): their magnitude
+// codes (kNegated: negated in a and b), with bit 3 set where the element's sign bit is (the packs
+// keep each element's sign in its byte's top bit, which the blend reads). With kStats it counts
+// in bytes the saturated elements and the flushed ones: code 0 from a nonzero magnitude (the packs
+// saturate magnitudes to 0..127, so they stay nonzero), _mm256_sign_epi8 keeping the zero code's
+// mask only there.
+template <bool kStats, bool kNegated = false>
 inline __m256i bf16_code_bytes(const Bf16BlockCodes& a, const Bf16BlockCodes& b, __m256i& saturated,
                                __m256i& flushed) {
-  const __m256i neg = _mm256_packs_epi16(a.neg, b.neg);
+  __m256i code = _mm256_packs_epi16(a.code, b.code);
+  if constexpr (kNegated) code = _mm256_sub_epi8(_mm256_setzero_si256(), code);
   if constexpr (kStats) {
     saturated = _mm256_sub_epi8(saturated, _mm256_packs_epi16(a.over, b.over));
     flushed =
-        _mm256_sub_epi8(flushed, _mm256_sign_epi8(_mm256_cmpeq_epi8(neg, _mm256_setzero_si256()),
+        _mm256_sub_epi8(flushed, _mm256_sign_epi8(_mm256_cmpeq_epi8(code, _mm256_setzero_si256()),
                                                   _mm256_packs_epi16(a.m, b.m)));
   }
-  const __m256i sign =
-      _mm256_blendv_epi8(_mm256_setzero_si256(), _mm256_set1_epi8(8), _mm256_packs_epi16(a.v, b.v));
-  return _mm256_sub_epi8(sign, neg);
+  return _mm256_blendv_epi8(code, _mm256_or_si256(code, _mm256_set1_epi8(8)),
+                            _mm256_packs_epi16(a.v, b.v));
 }
 
 // A group's byte counts (at most 255 a byte) added to a segment's 32-bit lanes.
@@ -329,7 +330,8 @@ template <bool kStats, int kBlocks, typename Offset, bool kOctave = false>
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b));
     const auto* row = reinterpret_cast<const int16_t(*)[16]>(rows + offset[b]);
     c[b % 2] = kOctave ? bf16_octave_codes<kStats>(v, row) : bf16_threshold_codes<kStats>(v, row);
-    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
+    if (b % 2 == 1)
+      bytes[(b / 2) % 2] = bf16_code_bytes<kStats, !kOctave>(c[0], c[1], saturated, flushed);
     if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
   }
 }
@@ -555,10 +557,10 @@ template <bool kStats, bool kOctave>
   group16_records<kStats>(g, sc, k, saturated, flushed, st, records);
 }
 
-// One block's negated codes by lookup (Bf16Thresholds::look; look is its look[c]), as
-// bf16_threshold_codes gives them. This and encode_group16_bf16_lookup alone carry AVX-512 BW/VL
-// (vpermt2w): the rest of the file stays AVX2. Without kCap d is not capped at 1023: a bounded
-// group's elements have y <= 6.375 (Bf16Thresholds, octave), below B + 1024 (y = 64).
+// One block's codes by lookup (Bf16Thresholds::look; look is its look[c]), not negated. This and
+// encode_group16_bf16_lookup alone carry AVX-512 BW/VL (vpermt2w): the rest of the file stays AVX2.
+// Without kCap d is not capped at 1023: a bounded group's elements have y <= 6.375 (Bf16Thresholds,
+// octave), below B + 1024 (y = 64).
 template <bool kStats, bool kCap>
 [[gnu::target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"), gnu::always_inline]] inline Bf16BlockCodes
 bf16_lookup_codes(__m256i v, const int16_t (*look)[16], const Bf16Consts16& k) {
@@ -568,7 +570,7 @@ bf16_lookup_codes(__m256i v, const int16_t (*look)[16], const Bf16Consts16& k) {
   const __m256i e = _mm256_permutex2var_epi16(
       _mm256_load_si256(reinterpret_cast<const __m256i*>(look[1])), _mm256_srli_epi16(d, 5),
       _mm256_load_si256(reinterpret_cast<const __m256i*>(look[2])));
-  return {_mm256_srai_epi16(_mm256_sub_epi16(e, d), 10), v, m,
+  return {_mm256_srli_epi16(_mm256_sub_epi16(d, e), 10), v, m,
           kStats
               ? _mm256_cmpgt_epi16(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(look[3])))
               : m};
