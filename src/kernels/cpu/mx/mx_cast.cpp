@@ -366,10 +366,9 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
   const float ts = encoding.tensor_scale;
   const SimdLevel usable = std::min(level, simd_level());
   const bool bf16 = src_dtype == kBFloat16;
-  if (encoding.tiles_16x16 && !stochastic && usable >= SimdLevel::kAvx2 &&
-      (bf16 || usable == SimdLevel::kAvx2)) {
-    // A tile row's 16 rows take the same tile amax: the bfloat16 body (both levels) or the AVX2
-    // float32 one casts them in one call a column segment, each group's scales made once
+  if (encoding.tiles_16x16 && !stochastic && usable >= SimdLevel::kAvx2) {
+    // A tile row's 16 rows take the same tile amax: the bfloat16 body (both levels) or the
+    // level's float32 one casts them in one call a column segment, each group's scales made once
     // (nvfp4_cast_levels.h).
     for_each_segment(
         blocks_of(rows, kNvfp4Block), cols,
@@ -383,9 +382,11 @@ void nvfp4_quantize(const void* src, DType src_dtype, int64_t rows, int64_t cols
             return detail::avx2::nvfp4_encode_bf16_tile_rows(
                 static_cast<const uint16_t*>(x), n_rows, len, cols, ts, amax, stats != nullptr,
                 tile_records, usable >= SimdLevel::kAvx512, c, code_stride, s, blocks);
-          return detail::avx2::nvfp4_encode_f32_tile_rows(static_cast<const float*>(x), n_rows, len,
-                                                          cols, ts, amax, stats != nullptr,
-                                                          tile_records, c, code_stride, s, blocks);
+          const auto f32_tile_rows = usable >= SimdLevel::kAvx512
+                                         ? detail::avx512::nvfp4_encode_f32_tile_rows
+                                         : detail::avx2::nvfp4_encode_f32_tile_rows;
+          return f32_tile_rows(static_cast<const float*>(x), n_rows, len, cols, ts, amax,
+                               stats != nullptr, tile_records, c, code_stride, s, blocks);
         },
         stats);
     if (stats) stats->scale = 1.0f / ts;

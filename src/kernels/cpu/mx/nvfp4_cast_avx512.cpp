@@ -381,11 +381,12 @@ struct E2m1StepTable16 {
 
 // The 16 blocks of a prepared float32 group whose factors are all finite (g.to_scalar 0), rounded
 // to nearest by the table, four blocks' codes stored at once, and with kStats their statistics:
-// saturated (y > 6) in 32-bit lanes, flushed (code 0 from x != 0) in bytes.
+// saturated (y > 6) in 32-bit lanes, flushed (code 0 from x != 0) in bytes. The records (best,
+// peak) come from g alone, taken where `records`: rows that share g (a tile row's) take them once.
 template <bool kStats>
 [[gnu::always_inline]] inline void encode_f32_table16(const float* p, const FloatGroup16& g,
                                                       const E2m1StepTable16& t, uint8_t* codes,
-                                                      Nvfp4LaneStats* st) {
+                                                      Nvfp4LaneStats* st, bool records = true) {
   __m512i flushed = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int k = 0; k < 16; k += 4) {
@@ -427,6 +428,7 @@ template <bool kStats>
   }
   if constexpr (kStats) {
     st->flushed = _mm512_add_epi32(st->flushed, _mm512_sad_epu8(flushed, _mm512_setzero_si512()));
+    if (!records) return;
     const __m512 own = _mm512_castsi512_ps(g.own);
     st->best = _mm512_max_ps(own, st->best);
     st->peak = _mm512_max_ps(_mm512_mul_ps(own, g.factor), st->peak);
@@ -455,6 +457,17 @@ inline unsigned encode_group16(const void* src, const float* block_amax_in, floa
     }
   }
   return encode_prepared16<kSr, kStats, kSrc>(src, g, sr, offset, row, col, codes, st);
+}
+
+// A segment's statistics from its lanes (st) added to run's, where it has vector blocks.
+inline void add_lane_stats(const Nvfp4LaneStats& st, int64_t blocks, MxStatsRun& run) {
+  if (blocks > 0) {
+    run.best = std::max(run.best, _mm512_reduce_max_ps(st.best));
+    // max of amax * factor / 6 over the blocks is their max over 6 (division is monotonic).
+    run.peak = std::max(run.peak, static_cast<double>(_mm512_reduce_max_ps(st.peak)) / kE2m1Max);
+  }
+  run.saturated += _mm512_reduce_add_epi32(st.saturated);
+  run.flushed += _mm512_reduce_add_epi32(st.flushed);
 }
 
 // The NVFP4 cast of a segment, 16 blocks at a time (encode_group16); the segment's last blocks
@@ -550,15 +563,95 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
       scalar_block(b + std::countr_zero(nan), kNvfp4Block);
   }
   if (full < n) scalar_block(blocks, n - full);
-  if constexpr (kStats) {
-    if (blocks > 0) {
-      run.best = std::max(run.best, _mm512_reduce_max_ps(st.best));
-      // max of amax * factor / 6 over the blocks is their max over 6 (division is monotonic).
-      run.peak = std::max(run.peak, static_cast<double>(_mm512_reduce_max_ps(st.peak)) / kE2m1Max);
+  if constexpr (kStats) add_lane_stats(st, blocks, run);
+  return run;
+}
+
+// A float32 row's groups of 16 blocks prepared once from given amax for every row that shares
+// them (a 16x16 tile row's rows: prepare_shared_groups16), and the first row's scales, which the
+// preparation wrote.
+struct FloatSharedGroups16 {
+  static constexpr int64_t kMaxGroups = 32;  // rows of up to 8192 elements
+  FloatGroup16 group[kMaxGroups];
+  const uint8_t* scales = nullptr;
+};
+
+// The groups of 16 blocks of a float32 row of n elements (n <= 8192) taking block_amax_in,
+// prepared into out; scales (the first row's) written.
+void prepare_shared_groups16(const float* p, int64_t n, float tensor_scale,
+                             const float* block_amax_in, uint8_t* scales,
+                             FloatSharedGroups16& out) {
+  const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
+  out.scales = scales;
+  for (int64_t q = 0; q < n / kNvfp4Block / 16; ++q)
+    prepare_group16<DType::Id::f32, true>(p + 16 * q * kNvfp4Block, block_amax_in + 16 * q,
+                                          tensor_scale, sc, scales + 16 * q, out.group[q]);
+}
+
+// nvfp4_encode_as of a float32 row rounded to nearest whose groups of 16 blocks are prepared in
+// `shared`: each group's codes from them, the first row's scales copied (the row that wrote them
+// takes the records); the blocks after the last whole group as a segment of their own.
+template <bool kStats, bool kTileRecords>
+MxStatsRun encode_f32_shared_row(const float* p, int64_t n, float tensor_scale,
+                                 const float* block_amax_in, uint8_t* codes, uint8_t* scales,
+                                 const FloatSharedGroups16& shared) {
+  const int64_t groups = n / kNvfp4Block / 16;
+  const bool records = shared.scales == scales;
+  const E2m1StepTable16 table;
+  Nvfp4LaneStats st = Nvfp4LaneStats::zero();
+  MxStatsRun run;
+  for (int64_t q = 0; q < groups; ++q) {
+    const int64_t b = 16 * q;
+    const float* x = p + b * kNvfp4Block;
+    uint8_t* c = codes + b * kNvfp4Block / 2;
+    const FloatGroup16& g = shared.group[q];
+    fetch_group_lines_to_l2<16, 8192>(x);
+    if (!records) std::memcpy(scales + b, shared.scales + b, 16);
+    if (g.to_scalar == 0) {
+      encode_f32_table16<kStats>(x, g, table, c, &st, records);
+      continue;
     }
-    run.saturated += _mm512_reduce_add_epi32(st.saturated);
-    run.flushed += _mm512_reduce_add_epi32(st.flushed);
+    for (unsigned nan =
+             encode_prepared16<false, kStats, DType::Id::f32>(x, g, nullptr, 0, 0, 0, c, &st);
+         nan; nan &= nan - 1) {
+      const int64_t blk = b + std::countr_zero(nan);
+      run.append(nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords>(
+          x + (blk - b) * kNvfp4Block, kNvfp4Block, tensor_scale, block_amax_in + blk, 0, 0, 0, 0,
+          codes + blk * kNvfp4Block / 2, scales + blk));
+    }
   }
+  if constexpr (kStats) add_lane_stats(st, 16 * groups, run);
+  const int64_t done = 16 * groups * kNvfp4Block;
+  if (done < n)
+    run.append(nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords>(
+        p + done, n - done, tensor_scale, block_amax_in + 16 * groups, 0, 0, 0, 0, codes + done / 2,
+        scales + 16 * groups));
+  return run;
+}
+
+// avx512::nvfp4_encode_f32_tile_rows with and without statistics.
+template <bool kStats, bool kTileRecords>
+MxStatsRun encode_f32_tile_rows(const float* src, int64_t rows, int64_t n, int64_t ld,
+                                float tensor_scale, const float* tile_amax, uint8_t* codes,
+                                int64_t code_ld, uint8_t* scales, int64_t scale_ld) {
+  MxStatsRun run;
+  // Rows whose statistics need their blocks' own amax, or longer than the groups hold, go one at
+  // a time.
+  const bool share =
+      (!kStats || kTileRecords) && n <= 16 * kNvfp4Block * FloatSharedGroups16::kMaxGroups;
+  if (!share) {
+    for (int64_t r = 0; r < rows; ++r)
+      run.append(nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords>(
+          src + r * ld, n, tensor_scale, tile_amax, 0, 0, 0, 0, codes + r * code_ld,
+          scales + r * scale_ld));
+    return run;
+  }
+  FloatSharedGroups16 shared;
+  prepare_shared_groups16(src, n, tensor_scale, tile_amax, scales, shared);
+  for (int64_t r = 0; r < rows; ++r)
+    run.append(encode_f32_shared_row<kStats, kTileRecords>(src + r * ld, n, tensor_scale, tile_amax,
+                                                           codes + r * code_ld,
+                                                           scales + r * scale_ld, shared));
   return run;
 }
 
@@ -613,6 +706,20 @@ MxStatsRun nvfp4_encode_stats(const void* src, DType dtype, int64_t n, float ten
                                                               0, 0, 0, 0, codes, scales);
   return nvfp4_encode_as<false, true, DType::Id::f32>(src, n, tensor_scale, block_amax_in, 0, 0, 0,
                                                       0, codes, scales);
+}
+
+MxStatsRun nvfp4_encode_f32_tile_rows(const float* src, int64_t rows, int64_t n, int64_t ld,
+                                      float tensor_scale, const float* tile_amax, bool stats,
+                                      bool tile_records, uint8_t* codes, int64_t code_ld,
+                                      uint8_t* scales, int64_t scale_ld) {
+  if (stats && tile_records)
+    return encode_f32_tile_rows<true, true>(src, rows, n, ld, tensor_scale, tile_amax, codes,
+                                            code_ld, scales, scale_ld);
+  if (stats)
+    return encode_f32_tile_rows<true, false>(src, rows, n, ld, tensor_scale, tile_amax, codes,
+                                             code_ld, scales, scale_ld);
+  return encode_f32_tile_rows<false, false>(src, rows, n, ld, tensor_scale, tile_amax, codes,
+                                            code_ld, scales, scale_ld);
 }
 
 // mxfp4_sr.h's cast on 16 lanes: each 1x32 block's E8M0 floor scale, then the stochastic rounding

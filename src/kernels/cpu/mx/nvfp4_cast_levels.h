@@ -61,6 +61,12 @@ void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float 
 float amax(const void* src, DType src_dtype, int64_t n);
 void mxfp4_encode_sr(const void* src, DType src_dtype, int64_t n, uint64_t seed, uint64_t offset,
                      int64_t row, int64_t first_col, uint8_t* codes, uint8_t* scales);
+// avx2::nvfp4_encode_f32_tile_rows at the AVX-512 level (nvfp4_cast_avx512.cpp): each group of 16
+// blocks' scales and factors made once for all the rows.
+MxStatsRun nvfp4_encode_f32_tile_rows(const float* src, int64_t rows, int64_t n, int64_t ld,
+                                      float tensor_scale, const float* tile_amax, bool stats,
+                                      bool tile_records, uint8_t* codes, int64_t code_ld,
+                                      uint8_t* scales, int64_t scale_ld);
 }  // namespace avx512
 
 }  // namespace mantissa::kernels::mx::detail
