@@ -576,18 +576,6 @@ struct FloatSharedGroups16 {
   const uint8_t* scales = nullptr;
 };
 
-// The groups of 16 blocks of a float32 row of n elements (n <= 8192) taking block_amax_in,
-// prepared into out; scales (the first row's) written.
-void prepare_shared_groups16(const float* p, int64_t n, float tensor_scale,
-                             const float* block_amax_in, uint8_t* scales,
-                             FloatSharedGroups16& out) {
-  const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
-  out.scales = scales;
-  for (int64_t q = 0; q < n / kNvfp4Block / 16; ++q)
-    prepare_group16<DType::Id::f32, true>(p + 16 * q * kNvfp4Block, block_amax_in + 16 * q,
-                                          tensor_scale, sc, scales + 16 * q, out.group[q]);
-}
-
 // nvfp4_encode_as of a float32 row rounded to nearest whose groups of 16 blocks are prepared in
 // `shared`: each group's codes from them, the first row's scales copied (the row that wrote them
 // takes the records); the blocks after the last whole group as a segment of their own.
@@ -626,32 +614,6 @@ MxStatsRun encode_f32_shared_row(const float* p, int64_t n, float tensor_scale,
     run.append(nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords>(
         p + done, n - done, tensor_scale, block_amax_in + 16 * groups, 0, 0, 0, 0, codes + done / 2,
         scales + 16 * groups));
-  return run;
-}
-
-// avx512::nvfp4_encode_f32_tile_rows with and without statistics.
-template <bool kStats, bool kTileRecords>
-MxStatsRun encode_f32_tile_rows(const float* src, int64_t rows, int64_t n, int64_t ld,
-                                float tensor_scale, const float* tile_amax, uint8_t* codes,
-                                int64_t code_ld, uint8_t* scales, int64_t scale_ld) {
-  MxStatsRun run;
-  // Rows whose statistics need their blocks' own amax, or longer than the groups hold, go one at
-  // a time.
-  const bool share =
-      (!kStats || kTileRecords) && n <= 16 * kNvfp4Block * FloatSharedGroups16::kMaxGroups;
-  if (!share) {
-    for (int64_t r = 0; r < rows; ++r)
-      run.append(nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords>(
-          src + r * ld, n, tensor_scale, tile_amax, 0, 0, 0, 0, codes + r * code_ld,
-          scales + r * scale_ld));
-    return run;
-  }
-  FloatSharedGroups16 shared;
-  prepare_shared_groups16(src, n, tensor_scale, tile_amax, scales, shared);
-  for (int64_t r = 0; r < rows; ++r)
-    run.append(encode_f32_shared_row<kStats, kTileRecords>(src + r * ld, n, tensor_scale, tile_amax,
-                                                           codes + r * code_ld,
-                                                           scales + r * scale_ld, shared));
   return run;
 }
 
@@ -712,14 +674,30 @@ MxStatsRun nvfp4_encode_f32_tile_rows(const float* src, int64_t rows, int64_t n,
                                       float tensor_scale, const float* tile_amax, bool stats,
                                       bool tile_records, uint8_t* codes, int64_t code_ld,
                                       uint8_t* scales, int64_t scale_ld) {
-  if (stats && tile_records)
-    return encode_f32_tile_rows<true, true>(src, rows, n, ld, tensor_scale, tile_amax, codes,
-                                            code_ld, scales, scale_ld);
-  if (stats)
-    return encode_f32_tile_rows<true, false>(src, rows, n, ld, tensor_scale, tile_amax, codes,
-                                             code_ld, scales, scale_ld);
-  return encode_f32_tile_rows<false, false>(src, rows, n, ld, tensor_scale, tile_amax, codes,
-                                            code_ld, scales, scale_ld);
+  return nvfp4_with_stats(stats, tile_records, [&](auto stats_on, auto own_records) {
+    constexpr bool kStats = decltype(stats_on)::value, kTileRecords = decltype(own_records)::value;
+    // Rows whose statistics need their blocks' own amax, or longer than the groups hold, go one at
+    // a time.
+    return nvfp4_tile_rows<FloatSharedGroups16>(
+        rows, (!kStats || kTileRecords) && n <= 16 * kNvfp4Block * FloatSharedGroups16::kMaxGroups,
+        [&](int64_t r) {
+          return nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords>(
+              src + r * ld, n, tensor_scale, tile_amax, 0, 0, 0, 0, codes + r * code_ld,
+              scales + r * scale_ld);
+        },
+        [&](FloatSharedGroups16& shared) {
+          const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
+          nvfp4_share_groups(shared, n / kNvfp4Block / 16, scales, [&](int64_t q, FloatGroup16& g) {
+            prepare_group16<DType::Id::f32, true>(src + 16 * q * kNvfp4Block, tile_amax + 16 * q,
+                                                  tensor_scale, sc, scales + 16 * q, g);
+          });
+        },
+        [&](int64_t r, const FloatSharedGroups16& shared) {
+          return encode_f32_shared_row<kStats, kTileRecords>(src + r * ld, n, tensor_scale,
+                                                             tile_amax, codes + r * code_ld,
+                                                             scales + r * scale_ld, shared);
+        });
+  });
 }
 
 // mxfp4_sr.h's cast on 16 lanes: each 1x32 block's E8M0 floor scale, then the stochastic rounding

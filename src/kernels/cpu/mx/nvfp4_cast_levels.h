@@ -4,6 +4,7 @@
 // MxKernels (mx_cast_avx2.cpp, mx_cast_avx512.cpp) hold; each is the MxKernels member of its name
 // (mx_cast.h).
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cpu/mx/mx_cast.h"
 
@@ -68,5 +69,38 @@ MxStatsRun nvfp4_encode_f32_tile_rows(const float* src, int64_t rows, int64_t n,
                                       bool tile_records, uint8_t* codes, int64_t code_ld,
                                       uint8_t* scales, int64_t scale_ld);
 }  // namespace avx512
+
+// The rows of one 16x16 tile row (the nvfp4_encode_*_tile_rows): where they share their groups,
+// the groups made once (prepare(shared)) and each row cast from them (row(r, shared)), else each
+// row cast alone (own(r)); their statistics appended in row order.
+template <class Shared, class Own, class Prepare, class Row>
+MxStatsRun nvfp4_tile_rows(int64_t rows, bool share, Own own, Prepare prepare, Row row) {
+  MxStatsRun run;
+  if (!share) {
+    for (int64_t r = 0; r < rows; ++r) run.append(own(r));
+    return run;
+  }
+  Shared shared;
+  prepare(shared);
+  for (int64_t r = 0; r < rows; ++r) run.append(row(r, static_cast<const Shared&>(shared)));
+  return run;
+}
+
+// A float32 tile row's shared groups 0..groups-1 made by prepare(q, out.group[q]) from the tile
+// amax, and the first row's scales, which they write.
+template <class Shared, class Prepare>
+void nvfp4_share_groups(Shared& out, int64_t groups, const uint8_t* scales, Prepare prepare) {
+  out.scales = scales;
+  for (int64_t q = 0; q < groups; ++q) prepare(q, out.group[q]);
+}
+
+// cast(kStats, kTileRecords) with a tile-rows cast's statistics setting as std::bool_constant
+// arguments: statistics with records from the tiles' own amax, statistics, or none.
+template <class Cast>
+MxStatsRun nvfp4_with_stats(bool stats, bool tile_records, Cast cast) {
+  if (stats && tile_records) return cast(std::true_type{}, std::true_type{});
+  if (stats) return cast(std::true_type{}, std::false_type{});
+  return cast(std::false_type{}, std::false_type{});
+}
 
 }  // namespace mantissa::kernels::mx::detail

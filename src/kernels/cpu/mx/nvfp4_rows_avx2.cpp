@@ -244,43 +244,6 @@ MxStatsRun nvfp4_encode_as(const void* src, int64_t n, float tensor_scale,
   return run;
 }
 
-// The groups of 8 blocks of a float32 row of n elements (n <= 8192) taking block_amax_in,
-// prepared into out for nvfp4_encode_as's rows that share them; scales (the first row's) written.
-void prepare_shared_groups8(const float* p, int64_t n, float tensor_scale,
-                            const float* block_amax_in, uint8_t* scales, FloatSharedGroups& out) {
-  const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
-  out.scales = scales;
-  for (int64_t q = 0; q < n / kNvfp4Block / 8; ++q)
-    prepare_group8<DType::Id::f32, true>(p + 8 * q * kNvfp4Block, block_amax_in + 8 * q,
-                                         tensor_scale, sc, scales + 8 * q, out.group[q]);
-}
-
-// avx2::nvfp4_encode_f32_tile_rows with and without statistics.
-template <bool kStats, bool kTileRecords>
-MxStatsRun encode_f32_tile_rows(const float* src, int64_t rows, int64_t n, int64_t ld,
-                                float tensor_scale, const float* tile_amax, uint8_t* codes,
-                                int64_t code_ld, uint8_t* scales, int64_t scale_ld) {
-  MxStatsRun run;
-  // Rows whose statistics need their blocks' own amax, or longer than the groups hold, go one at
-  // a time.
-  const bool share =
-      (!kStats || kTileRecords) && n <= 8 * kNvfp4Block * FloatSharedGroups::kMaxGroups;
-  if (!share) {
-    for (int64_t r = 0; r < rows; ++r)
-      run.append(nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords>(
-          src + r * ld, n, tensor_scale, tile_amax, 0, 0, 0, 0, codes + r * code_ld,
-          scales + r * scale_ld));
-    return run;
-  }
-  FloatSharedGroups shared;
-  prepare_shared_groups8(src, n, tensor_scale, tile_amax, scales, shared);
-  for (int64_t r = 0; r < rows; ++r)
-    run.append(nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords, true>(
-        src + r * ld, n, tensor_scale, tile_amax, 0, 0, 0, 0, codes + r * code_ld,
-        scales + r * scale_ld, &shared));
-  return run;
-}
-
 // kTileRecords: block_amax_in are the source's own tiles' (MxKernels::nvfp4_encode_stats).
 template <bool kSr, bool kStats, bool kTileRecords = false>
 MxStatsRun nvfp4_encode_body(const void* src, DType dtype, int64_t n, float tensor_scale,
@@ -367,14 +330,30 @@ MxStatsRun nvfp4_encode_f32_tile_rows(const float* src, int64_t rows, int64_t n,
                                       float tensor_scale, const float* tile_amax, bool stats,
                                       bool tile_records, uint8_t* codes, int64_t code_ld,
                                       uint8_t* scales, int64_t scale_ld) {
-  if (stats && tile_records)
-    return encode_f32_tile_rows<true, true>(src, rows, n, ld, tensor_scale, tile_amax, codes,
-                                            code_ld, scales, scale_ld);
-  if (stats)
-    return encode_f32_tile_rows<true, false>(src, rows, n, ld, tensor_scale, tile_amax, codes,
-                                             code_ld, scales, scale_ld);
-  return encode_f32_tile_rows<false, false>(src, rows, n, ld, tensor_scale, tile_amax, codes,
-                                            code_ld, scales, scale_ld);
+  return nvfp4_with_stats(stats, tile_records, [&](auto stats_on, auto own_records) {
+    constexpr bool kStats = decltype(stats_on)::value, kTileRecords = decltype(own_records)::value;
+    // Rows whose statistics need their blocks' own amax, or longer than the groups hold, go one at
+    // a time.
+    auto row = [&](int64_t r, const FloatSharedGroups* shared) {
+      return shared ? nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords, true>(
+                          src + r * ld, n, tensor_scale, tile_amax, 0, 0, 0, 0, codes + r * code_ld,
+                          scales + r * scale_ld, shared)
+                    : nvfp4_encode_as<false, kStats, DType::Id::f32, kTileRecords>(
+                          src + r * ld, n, tensor_scale, tile_amax, 0, 0, 0, 0, codes + r * code_ld,
+                          scales + r * scale_ld);
+    };
+    return nvfp4_tile_rows<FloatSharedGroups>(
+        rows, (!kStats || kTileRecords) && n <= 8 * kNvfp4Block * FloatSharedGroups::kMaxGroups,
+        [&](int64_t r) { return row(r, nullptr); },
+        [&](FloatSharedGroups& shared) {
+          const Nvfp4ScaleCodeThresholds& sc = nvfp4_scale_code_thresholds(tensor_scale);
+          nvfp4_share_groups(shared, n / kNvfp4Block / 8, scales, [&](int64_t q, FloatGroup& g) {
+            prepare_group8<DType::Id::f32, true>(src + 8 * q * kNvfp4Block, tile_amax + 8 * q,
+                                                 tensor_scale, sc, scales + 8 * q, g);
+          });
+        },
+        [&](int64_t r, const FloatSharedGroups& shared) { return row(r, &shared); });
+  });
 }
 
 void nvfp4_decode(const uint8_t* codes, const uint8_t* scales, int64_t n, float tensor_scale,

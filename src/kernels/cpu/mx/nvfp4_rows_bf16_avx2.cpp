@@ -744,23 +744,21 @@ template <bool kStats, bool kTileRecords, bool kLookup>
 MxStatsRun encode_bf16_tile_rows(const uint16_t* src, int64_t rows, int64_t n, int64_t ld,
                                  float tensor_scale, const float* tile_amax, uint8_t* codes,
                                  int64_t code_ld, uint8_t* scales, int64_t scale_ld) {
-  MxStatsRun run;
   // Rows whose statistics need their blocks' own amax, or longer than the groups hold, go one at
   // a time.
-  if ((kStats && !kTileRecords) || n > 16 * kNvfp4Block * Bf16SharedGroups::kMaxGroups) {
-    for (int64_t r = 0; r < rows; ++r)
-      run.append(encode_bf16<kStats, kTileRecords, kLookup>(
-          src + r * ld, n, tensor_scale, tile_amax, codes + r * code_ld, scales + r * scale_ld));
-    return run;
-  }
-  Bf16SharedGroups shared;
-  prepare_shared_groups16<kStats, kTileRecords, kLookup>(src, n, tensor_scale, tile_amax, scales,
-                                                         shared);
-  for (int64_t r = 0; r < rows; ++r)
-    run.append(encode_bf16<kStats, kTileRecords, kLookup>(src + r * ld, n, tensor_scale, tile_amax,
-                                                          codes + r * code_ld,
-                                                          scales + r * scale_ld, &shared));
-  return run;
+  auto row = [&](int64_t r, const Bf16SharedGroups* shared) {
+    return encode_bf16<kStats, kTileRecords, kLookup>(src + r * ld, n, tensor_scale, tile_amax,
+                                                      codes + r * code_ld, scales + r * scale_ld,
+                                                      shared);
+  };
+  return nvfp4_tile_rows<Bf16SharedGroups>(
+      rows, (!kStats || kTileRecords) && n <= 16 * kNvfp4Block * Bf16SharedGroups::kMaxGroups,
+      [&](int64_t r) { return row(r, nullptr); },
+      [&](Bf16SharedGroups& shared) {
+        prepare_shared_groups16<kStats, kTileRecords, kLookup>(src, n, tensor_scale, tile_amax,
+                                                               scales, shared);
+      },
+      [&](int64_t r, const Bf16SharedGroups& shared) { return row(r, &shared); });
 }
 
 }  // namespace
@@ -792,15 +790,10 @@ MxStatsRun nvfp4_encode_bf16_tile_rows(const uint16_t* src, int64_t rows, int64_
                                        bool tile_records, bool lookup, uint8_t* codes,
                                        int64_t code_ld, uint8_t* scales, int64_t scale_ld) {
   auto as = [&](auto kLookup) {
-    constexpr bool kLook = decltype(kLookup)::value;
-    if (stats && tile_records)
-      return encode_bf16_tile_rows<true, true, kLook>(src, rows, n, ld, tensor_scale, tile_amax,
-                                                      codes, code_ld, scales, scale_ld);
-    if (stats)
-      return encode_bf16_tile_rows<true, false, kLook>(src, rows, n, ld, tensor_scale, tile_amax,
-                                                       codes, code_ld, scales, scale_ld);
-    return encode_bf16_tile_rows<false, false, kLook>(src, rows, n, ld, tensor_scale, tile_amax,
-                                                      codes, code_ld, scales, scale_ld);
+    return nvfp4_with_stats(stats, tile_records, [&](auto kStats, auto kTileRecords) {
+      return encode_bf16_tile_rows<kStats(), kTileRecords(), kLookup()>(
+          src, rows, n, ld, tensor_scale, tile_amax, codes, code_ld, scales, scale_ld);
+    });
   };
   return lookup ? as(std::true_type{}) : as(std::false_type{});
 }
