@@ -72,9 +72,11 @@ MxStatsRun nvfp4_encode_f32_tile_rows(const float* src, int64_t rows, int64_t n,
 
 // The rows of one 16x16 tile row (the nvfp4_encode_*_tile_rows): where they share their groups,
 // the groups made once (prepare(shared)) and each row cast from them (row(r, shared)), else each
-// row cast alone (own(r)); their statistics appended in row order.
+// row cast alone (own(r)); their statistics appended in row order. These helpers are inlined into
+// each level's body, so that its lambdas, built for the level's ISA, are inlined there too.
 template <class Shared, class Own, class Prepare, class Row>
-MxStatsRun nvfp4_tile_rows(int64_t rows, bool share, Own own, Prepare prepare, Row row) {
+[[gnu::always_inline]] inline MxStatsRun nvfp4_tile_rows(int64_t rows, bool share, Own own,
+                                                         Prepare prepare, Row row) {
   MxStatsRun run;
   if (!share) {
     for (int64_t r = 0; r < rows; ++r) run.append(own(r));
@@ -89,7 +91,8 @@ MxStatsRun nvfp4_tile_rows(int64_t rows, bool share, Own own, Prepare prepare, R
 // A float32 tile row's shared groups 0..groups-1 made by prepare(q, out.group[q]) from the tile
 // amax, and the first row's scales, which they write.
 template <class Shared, class Prepare>
-void nvfp4_share_groups(Shared& out, int64_t groups, const uint8_t* scales, Prepare prepare) {
+[[gnu::always_inline]] inline void nvfp4_share_groups(Shared& out, int64_t groups,
+                                                      const uint8_t* scales, Prepare prepare) {
   out.scales = scales;
   for (int64_t q = 0; q < groups; ++q) prepare(q, out.group[q]);
 }
@@ -97,7 +100,8 @@ void nvfp4_share_groups(Shared& out, int64_t groups, const uint8_t* scales, Prep
 // cast(kStats, kTileRecords) with a tile-rows cast's statistics setting as std::bool_constant
 // arguments: statistics with records from the tiles' own amax, statistics, or none.
 template <class Cast>
-MxStatsRun nvfp4_with_stats(bool stats, bool tile_records, Cast cast) {
+[[gnu::always_inline]] inline MxStatsRun nvfp4_with_stats(bool stats, bool tile_records,
+                                                          Cast cast) {
   if (stats && tile_records) return cast(std::true_type{}, std::true_type{});
   if (stats) return cast(std::true_type{}, std::false_type{});
   return cast(std::false_type{}, std::false_type{});
