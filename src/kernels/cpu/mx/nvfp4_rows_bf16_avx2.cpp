@@ -49,8 +49,8 @@ using namespace nvfp4_avx2;
 // d = min(|x| bits -sat B, 1023), the code is the count of T_i - B <= d. A bucket of 32 d's
 // (d >> 5) holds at most one threshold where they lie 33 or more bits apart (normal values: the
 // thresholds' ratios of at least 1.4 put them 51 or more apart), so the code is count_j + (d >=
-// r_j) (r_j the bucket's threshold, or its end), and its negation (r_j - 1 - 1024 count_j - d)
-// >> 10. look[c] holds B, then those 32 entries; look_ok[c] whether they give every d's count (the
+// r_j) (r_j the bucket's threshold, or its end), which is (d - (r_j - 1024 (count_j + 1))) >> 10.
+// look[c] holds B, then those 32 entries; look_ok[c] whether they give every d's count (the
 // thresholds within 1023 of B, one a bucket); groups with another code take the compares.
 //
 // Without the lookup, a code's thresholds from T3 on are counted two octaves at a time (octave).
@@ -132,7 +132,7 @@ struct Bf16Thresholds {
         if (r[i] > 32 * j && r[i] < 32 * j + 32) ++inside, at = r[i];
       }
       if (inside > 1) look_ok[c] = false;
-      look[c][1 + j / 16][j % 16] = static_cast<int16_t>(at - 1 - 1024 * count);
+      look[c][1 + j / 16][j % 16] = static_cast<int16_t>(at - 1024 * (count + 1));
     }
     for (int l = 0; l < 16; ++l) {
       look[c][0][l] = static_cast<int16_t>(base);
@@ -142,7 +142,7 @@ struct Bf16Thresholds {
     for (int d = 0; d < 1024 && look_ok[c]; ++d) {
       int count = 0;
       for (int i = 0; i < 7; ++i) count += r[i] <= d;
-      look_ok[c] = -count == (look[c][1 + (d >> 9)][(d >> 5) & 15] - d) >> 10;
+      look_ok[c] = count == (d - look[c][1 + (d >> 9)][(d >> 5) & 15]) >> 10;
     }
   }
 
@@ -557,7 +557,7 @@ template <bool kStats, bool kOctave>
   group16_records<kStats>(g, sc, k, saturated, flushed, st, records);
 }
 
-// One block's codes by lookup (Bf16Thresholds::look; look is its look[c]), negated. This and
+// One block's codes by lookup (Bf16Thresholds::look; look is its look[c]), not negated. This and
 // encode_group16_bf16_lookup alone carry AVX-512 BW/VL (vpermt2w): the rest of the file stays AVX2.
 // Without kCap d is not capped at 1023: a bounded group's elements have y <= 6.375 (Bf16Thresholds,
 // octave), below B + 1024 (y = 64).
@@ -570,7 +570,7 @@ bf16_lookup_codes(__m256i v, const int16_t (*look)[16], const Bf16Consts16& k) {
   const __m256i e = _mm256_permutex2var_epi16(
       _mm256_load_si256(reinterpret_cast<const __m256i*>(look[1])), _mm256_srli_epi16(d, 5),
       _mm256_load_si256(reinterpret_cast<const __m256i*>(look[2])));
-  return {_mm256_srai_epi16(_mm256_sub_epi16(e, d), 10), v, m,
+  return {_mm256_srli_epi16(_mm256_sub_epi16(d, e), 10), v, m,
           kStats
               ? _mm256_cmpgt_epi16(m, _mm256_load_si256(reinterpret_cast<const __m256i*>(look[3])))
               : m};
@@ -592,8 +592,7 @@ encode_group16_bf16_lookup(const uint16_t* p, const Bf16Group16& g, const Bf16Th
     c[b % 2] = bf16_lookup_codes<kStats, kCap>(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 * b)),
         reinterpret_cast<const int16_t(*)[16]>(looks + g.offset[b]), k);
-    if (b % 2 == 1)
-      bytes[(b / 2) % 2] = bf16_code_bytes<kStats, true>(c[0], c[1], saturated, flushed);
+    if (b % 2 == 1) bytes[(b / 2) % 2] = bf16_code_bytes<kStats>(c[0], c[1], saturated, flushed);
     if (b % 4 == 3) store_e2m1_blocks4_bytes(codes + 8 * (b - 3), bytes[0], bytes[1]);
   }
   group16_records<kStats>(g, sc, k, saturated, flushed, st, records);
