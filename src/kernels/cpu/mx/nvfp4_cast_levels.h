@@ -4,7 +4,6 @@
 // MxKernels (mx_cast_avx2.cpp, mx_cast_avx512.cpp) hold; each is the MxKernels member of its name
 // (mx_cast.h).
 #include <cstdint>
-#include <type_traits>
 
 #include "kernels/cpu/mx/mx_cast.h"
 
@@ -97,14 +96,14 @@ template <class Shared, class Prepare>
   for (int64_t q = 0; q < groups; ++q) prepare(q, out.group[q]);
 }
 
-// cast(kStats, kTileRecords) with a tile-rows cast's statistics setting as std::bool_constant
+// cast.operator()<kStats, kTileRecords>() with a tile-rows cast's statistics setting as template
 // arguments: statistics with records from the tiles' own amax, statistics, or none.
 template <class Cast>
 [[gnu::always_inline]] inline MxStatsRun nvfp4_with_stats(bool stats, bool tile_records,
                                                           Cast cast) {
-  if (stats && tile_records) return cast(std::true_type{}, std::true_type{});
-  if (stats) return cast(std::true_type{}, std::false_type{});
-  return cast(std::false_type{}, std::false_type{});
+  if (stats && tile_records) return cast.template operator()<true, true>();
+  if (stats) return cast.template operator()<true, false>();
+  return cast.template operator()<false, false>();
 }
 
 }  // namespace mantissa::kernels::mx::detail

@@ -330,8 +330,7 @@ MxStatsRun nvfp4_encode_f32_tile_rows(const float* src, int64_t rows, int64_t n,
                                       float tensor_scale, const float* tile_amax, bool stats,
                                       bool tile_records, uint8_t* codes, int64_t code_ld,
                                       uint8_t* scales, int64_t scale_ld) {
-  return nvfp4_with_stats(stats, tile_records, [&](auto stats_on, auto own_records) {
-    constexpr bool kStats = decltype(stats_on)::value, kTileRecords = decltype(own_records)::value;
+  return nvfp4_with_stats(stats, tile_records, [&]<bool kStats, bool kTileRecords>() {
     // Rows whose statistics need their blocks' own amax, or longer than the groups hold, go one at
     // a time.
     auto row = [&](int64_t r, const FloatSharedGroups* shared) {

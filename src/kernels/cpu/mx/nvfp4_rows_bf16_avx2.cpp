@@ -790,8 +790,8 @@ MxStatsRun nvfp4_encode_bf16_tile_rows(const uint16_t* src, int64_t rows, int64_
                                        bool tile_records, bool lookup, uint8_t* codes,
                                        int64_t code_ld, uint8_t* scales, int64_t scale_ld) {
   auto as = [&](auto kLookup) {
-    return nvfp4_with_stats(stats, tile_records, [&](auto kStats, auto kTileRecords) {
-      return encode_bf16_tile_rows<kStats(), kTileRecords(), kLookup()>(
+    return nvfp4_with_stats(stats, tile_records, [&]<bool kStats, bool kTileRecords>() {
+      return encode_bf16_tile_rows<kStats, kTileRecords, kLookup()>(
           src, rows, n, ld, tensor_scale, tile_amax, codes, code_ld, scales, scale_ld);
     });
   };
