@@ -99,6 +99,29 @@ TEST(Fp8StatsMonitor, LogsEachIntervalsScaleSaturationAndFlushes) {
   EXPECT_TRUE(j["net.0"]["weight"].contains("flushed_fraction"));
 }
 
+// An interval's scale and amax are those of its last cast: a later part with no cast (taken after
+// a validation, whose casts are dropped, beside the scale training left) keeps the earlier
+// pair; a later part with casts brings its own.
+TEST(Fp8StatsMonitor, MergingKeepsTheScaleAndAmaxOfTheLastPartThatCast) {
+  Fp8Stats interval;
+  interval["net.0"]["input"] = {.scale = 896.0f, .amax = 0.5f, .peak = 1.0, .casts = 16};
+  Fp8Stats after_validation;
+  after_validation["net.0"]["input"] = {.scale = 896.0f, .amax = 1.0e4f, .casts = 0};
+  merge_fp8_stats(interval, after_validation);
+  const Fp8RoleStats& kept = interval.at("net.0").at("input");
+  EXPECT_EQ(kept.scale, 896.0f);
+  EXPECT_EQ(kept.amax, 0.5f);
+  EXPECT_EQ(kept.casts, 16);
+  Fp8Stats next_step;
+  next_step["net.0"]["input"] = {.scale = 448.0f, .amax = 1.0f, .peak = 0.5, .casts = 16};
+  merge_fp8_stats(interval, next_step);
+  const Fp8RoleStats& merged = interval.at("net.0").at("input");
+  EXPECT_EQ(merged.scale, 448.0f);
+  EXPECT_EQ(merged.amax, 1.0f);
+  EXPECT_EQ(merged.casts, 32);
+  EXPECT_EQ(merged.peak, 1.0);
+}
+
 // A role that casts nothing in the interval is left out: under rowwise-gw-hp the first layer
 // makes no input gradient, so its grad_output is never cast; the last layer's is.
 TEST(Fp8StatsMonitor, LeavesOutTheRolesThatCastNothing) {

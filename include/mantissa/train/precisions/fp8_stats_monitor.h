@@ -55,7 +55,8 @@ class Fp8StatsMonitor : public Callback {
   int64_t step_seen_ = 0;  // the global step at the last batch end
 };
 
-// `later` added to `earlier`: counts and fractions over both, the later scale.
+// `later` added to `earlier`: counts and fractions over both, the later scale and amax where
+// `later` cast anything.
 void merge_fp8_stats(Fp8Stats& earlier, const Fp8Stats& later);
 
 // The flat logger names and values of one interval's statistics (the scalars above, with
