@@ -46,15 +46,30 @@ std::string flag_level_error(const std::string& key, const std::string& v) {
 }  // namespace
 
 void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
-  // Each flag's value is checked alone by its validator; with the flags given before it (CLI11
-  // runs the callbacks in turn, so the last one sees them all), by the recipe: a flag the
-  // recipe does not read is refused, even at its default value ("--fp8-margin 0" under
-  // --fp8-recipe current), since the user who gives it expects it to act.
-  const auto set = [settings](const char* key, const std::string& value) {
-    (*settings)[key] = value;
+  // Each flag's value is checked alone by its validator; with --fp8-recipe and the flags given
+  // before it (CLI11 runs the callbacks in turn, so the last one sees them all), by the recipe:
+  // a flag the recipe does not read is refused, even at its default value ("--fp8-margin 0"
+  // under --fp8-recipe current), since the user who gives it expects it to act.
+  const auto check_with_recipe = [settings] {
+    // Without --fp8-recipe the recipe is the file's under eval, and a flag for the
+    // transformer-engine precisions alone is refused naming the precision (settings_for).
+    if (!settings->contains("fp8_recipe")) return;
     std::set<std::string> given;
     for (const auto& [k, v] : *settings) given.insert(k);
     train::transformer_engine_options_from(*settings, given);
+  };
+  const auto set = [settings, check_with_recipe](const char* key, const std::string& value) {
+    (*settings)[key] = value;
+    check_with_recipe();
+  };
+  // A switch set by a --config file's false is not given (CLI11 passes the count, -1 or 0).
+  const auto switch_to = [settings, set](const char* key) {
+    return [settings, set, key](int64_t count) {
+      if (count > 0)
+        set(key, "true");
+      else
+        settings->erase(key);
+    };
   };
   auto flag = [&](const char* name, const char* key, const char* help) {
     CLI::Option* option = cmd->add_option_function<std::string>(
@@ -84,35 +99,32 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
        "1x32 blocks, E8M0 scales), nvfp4 (TransformerEngine's NVFP4BlockScaling: E2M1 in 1x16 "
        "blocks with E4M3 scales)");
   cmd->add_flag_function(
-      "--fp8-power-2-scales", [set](int64_t) { set("fp8_power_2_scales", "true"); },
+      "--fp8-power-2-scales", switch_to("fp8_power_2_scales"),
       "transformer-engine, --fp8-recipe current or rowwise-gw-hp: round each scale down to a "
       "power of 2");
   cmd->add_flag_function(
-      "--fp8-fp32-scales", [set](int64_t) { set("fp8_fp32_scales", "true"); },
+      "--fp8-fp32-scales", switch_to("fp8_fp32_scales"),
       "transformer-engine, --fp8-recipe block: keep the block scales unrounded (fp32) instead of "
       "powers of 2");
   cmd->add_flag_function(
-      "--fp8-disable-rht", [set](int64_t) { set("fp8_disable_rht", "true"); },
+      "--fp8-disable-rht", switch_to("fp8_disable_rht"),
       "transformer-engine, --fp8-recipe nvfp4: no random Hadamard transform on the "
       "weight-gradient product's operands (TransformerEngine's disable_rht)");
   cmd->add_flag_function(
-      "--fp8-disable-stochastic-rounding",
-      [set](int64_t) { set("fp8_disable_stochastic_rounding", "true"); },
+      "--fp8-disable-stochastic-rounding", switch_to("fp8_disable_stochastic_rounding"),
       "transformer-engine, --fp8-recipe nvfp4: round gradients to nearest instead of "
       "stochastically (TransformerEngine's disable_stochastic_rounding)");
   cmd->add_flag_function(
-      "--fp8-disable-2d-quantization",
-      [set](int64_t) { set("fp8_disable_2d_quantization", "true"); },
+      "--fp8-disable-2d-quantization", switch_to("fp8_disable_2d_quantization"),
       "transformer-engine, --fp8-recipe nvfp4: 1x16 blocks for weights too instead of 16x16 "
       "tiles (TransformerEngine's disable_2d_quantization)");
   cmd->add_flag_function(
-      "--fp8-enable-stochastic-rounding",
-      [set](int64_t) { set("fp8_enable_stochastic_rounding", "true"); },
+      "--fp8-enable-stochastic-rounding", switch_to("fp8_enable_stochastic_rounding"),
       "transformer-engine, --fp8-recipe mxfp4: round the backward products' operands "
       "stochastically after a 3/4 pre-scale (Tseng et al.'s MXFP4 training; off: torchao's "
       "round to nearest)");
   cmd->add_flag_function(
-      "--fp8-enable-rht", [set](int64_t) { set("fp8_enable_rht", "true"); },
+      "--fp8-enable-rht", switch_to("fp8_enable_rht"),
       "transformer-engine, --fp8-recipe mxfp4: a 16-point random Hadamard transform along K on "
       "the backward products' operands (Tseng et al.'s MXFP4 training)");
   flag("--fp8-format", "fp8_format",

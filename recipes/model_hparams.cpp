@@ -202,6 +202,16 @@ nlohmann::json recipe_hparams(const train::TransformerEngineOptions& te) {
           {"fp8-exclude", canonical_exclude(fmt::format("{}", fmt::join(te.exclude, ",")))}};
 }
 
+// A recipe name in the spelling files record ("MXFP8" -> "mxfp8"); one that does not parse is
+// left as given, for the comparison to show and the plugin to refuse.
+std::string canonical_recipe(const std::string& name) {
+  try {
+    return fp8::recipe_kind_name(fp8::recipe_kind_from_string(name));
+  } catch (const Error&) {
+    return name;
+  }
+}
+
 // One FP8 setting of apply_fp8_hparams: from `hparams` (the hyperparameters), or else from
 // `from_recipe` (an older file's trainer metadata), into settings["fp8_<name>"] unless its flag
 // is given. A given flag's value is what a kMustMatch key is compared with; one that does not
@@ -221,7 +231,9 @@ void take_fp8(const nlohmann::json& hparams, const nlohmann::json& from_recipe,
     const auto flag = settings.find(setting);
     if (flag == settings.end()) return;
     if constexpr (std::is_same_v<T, std::string>) {
-      value = key == "fp8-exclude" ? canonical_exclude(flag->second) : flag->second;
+      value = key == "fp8-exclude"  ? canonical_exclude(flag->second)
+              : key == "fp8-recipe" ? canonical_recipe(flag->second)
+                                    : flag->second;
     } else {
       size_t used = 0;
       try {

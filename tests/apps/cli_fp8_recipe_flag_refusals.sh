@@ -4,7 +4,10 @@
 # naming the precision; the delayed-only flags under current, --fp8-power-2-scales under
 # delayed and rowwise and --fp8-format E4M3 under rowwise are refused naming the setting, and so
 # are a delayed-only flag or --fp8-format given at their default values, before or after
-# --fp8-recipe; --fp8-format under mxfp8, which reads it, is accepted.
+# --fp8-recipe; --fp8-format under mxfp8, which reads it, is accepted. A switch under a precision
+# without FP8 layers is refused naming the precision; a --config file's false leaves a switch
+# off; eval takes a switch of the file's recipe without --fp8-recipe, and the recipe's name in
+# any case.
 # Usage: cli_fp8_recipe_flag_refusals.sh MANTISSA
 . "$(dirname "$0")/cli_test_lib.sh"
 M=$1
@@ -64,4 +67,21 @@ grep -q "fp8_format HYBRID applies to the delayed, current and mxfp8 recipes onl
 
 "$M" train --model mlp --precision transformer-engine --fp8-recipe mxfp8 --fp8-format HYBRID \
   --max-steps 1 >mxf.txt 2>&1 || fail "--fp8-format HYBRID under mxfp8 was refused: $(cat mxf.txt)"
+
+"$M" train --model mlp --precision bf16-mixed --fp8-disable-rht --max-steps 1 >sw.txt 2>&1 &&
+  fail "--fp8-disable-rht under bf16-mixed was accepted"
+grep -q -- "--fp8-disable-rht applies to the transformer-engine precisions only, not 'bf16-mixed'" sw.txt ||
+  fail "the switch's wrong-precision message: $(cat sw.txt)"
+
+echo '{"precision": "transformer-engine", "fp8-power-2-scales": false}' >off.json
+"$M" train --config off.json --model mlp --max-steps 1 --train-subset 256 --limit-test-batches 1 \
+  >off.txt 2>&1 || fail "a --config file's false switch was taken as given: $(cat off.txt)"
+
+"$M" train --model mlp --precision transformer-engine --fp8-recipe NVFP4 --max-steps 1 \
+  --train-subset 256 --limit-test-batches 1 --checkpoint-dir ck >nv.txt 2>&1 ||
+  fail "the nvfp4 run: $(cat nv.txt)"
+"$M" eval --checkpoint ck/last.safetensors --limit-test-batches 1 --fp8-disable-rht >ev.txt 2>&1 ||
+  fail "eval refused a switch of the file's recipe: $(cat ev.txt)"
+"$M" eval --checkpoint ck/last.safetensors --limit-test-batches 1 --fp8-recipe Nvfp4 >evr.txt 2>&1 ||
+  fail "eval refused the file's recipe in another case: $(cat evr.txt)"
 exit 0
