@@ -35,9 +35,9 @@ void merge_fp8_stats(Fp8Stats& earlier, const Fp8Stats& later) {
         e.saturated_fraction = (e.saturated_fraction * n0 + s.saturated_fraction * n1) / (n0 + n1);
         e.flushed_fraction = (e.flushed_fraction * n0 + s.flushed_fraction * n1) / (n0 + n1);
       }
-      // The scale and amax of the interval's last cast: a later part with no cast (taken after
-      // a validation, whose casts are dropped) reports the validation's amax beside the scale
-      // training restored, a pair no cast made.
+      // The scale and amax of the interval's last training cast: a later part with no cast
+      // (taken after a validation, whose casts are dropped) would bring the validation's amax,
+      // which no training cast of the interval had.
       if (s.casts > 0 || e.casts == 0) {
         e.scale = s.scale;
         e.amax = s.amax;
