@@ -6,6 +6,7 @@
 
 #include "comma_list.h"
 #include "distributed_options.h"
+#include "fp8_options.h"
 #include "mantissa/optim/optimizer_factory.h"
 #include "mantissa/recipes/finetune_run.h"
 #include "mantissa/recipes/trainer_flag_checks.h"
@@ -64,6 +65,7 @@ void add_finetune_command(CLI::App& app) {
                   "bf16-true, 16-true, transformer-engine(-float16), or nf4, nf4-dq, fp4, "
                   "fp4-dq, int8, int8-training (quantized at load, with LoRA: QLoRA)")
       ->capture_default_str();
+  add_fp8_options(cmd, &o->precision_options);
   add_quant_options(*cmd, o->quant, /*training=*/false);
   cmd->add_option("--lora-dropout", o->quant.lora_dropout, "Dropout on the LoRA adapters' input")
       ->capture_default_str();

@@ -1,7 +1,7 @@
 #pragma once
-// The --fp8-* flags of train, compare and bench (docs/fp8.md "The recipe"). Each flag given
-// becomes one precision setting (e.g. "fp8_format" -> "E4M3") that the transformer-engine
-// precisions read; the other precisions refuse them.
+// The --fp8-* flags of train, compare, bench, plan, eval and finetune (docs/fp8.md "The
+// recipe"). Each flag given becomes one precision setting (e.g. "fp8_format" -> "E4M3") that the
+// transformer-engine precisions read; the other precisions refuse them.
 #include "mantissa/recipes/precision_settings.h"
 
 namespace CLI {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/closest_names.h"
 #include "mantissa/core/error.h"
 #include "mantissa/core/terminal.h"
 #include "mantissa/core/untrusted_text.h"
@@ -47,6 +48,7 @@
 #include "mantissa/text/tokenizer.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/precision_registry.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 #include "mantissa/train/signals.h"
 #include "mantissa/train/trainer.h"
 
@@ -306,6 +308,34 @@ void check_every_lora_target_matched(const nn::Module& model,
                  unmatched.size() == 1 ? "it" : "them", unmatched.size() == 1 ? "it" : "them");
 }
 
+// --fp8-exclude's names against the loaded model, before training: each must name one of its
+// layers (a container keeps everything inside it out of FP8). A model with tied embeddings has
+// no lm_head: its output layer is the input embedding, which never runs in FP8.
+void check_fp8_exclude_matched(const nn::Module& model, const TrainOptions& o,
+                               const models::HfConfig& config, const std::string& model_dir) {
+  if (!train::precision_traits(o.precision).fp8 || !o.precision_options.contains("fp8_exclude"))
+    return;
+  std::vector<std::string> names;
+  for (const auto& [name, m] : model.named_modules(/*remove_duplicate=*/false))
+    if (!name.empty()) names.push_back(name);
+  for (const std::string& e : train::transformer_engine_options_from(o.precision_options).exclude) {
+    if (std::find(names.begin(), names.end(), e) != names.end()) continue;
+    const bool tied_head =
+        config.tie_word_embeddings && (e == "lm_head" || e.ends_with(".lm_head"));
+    MANTISSA_CHECK(!tied_head, kWhere,
+                   "--fp8-exclude names '{}', but --model-dir {} ties its output layer to the "
+                   "input embedding (tie_word_embeddings in config.json), which never runs in "
+                   "FP8: leave '{}' out",
+                   escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
+                   escape_untrusted(e));
+    fail(kWhere,
+         "--fp8-exclude names '{}', which is no layer of --model-dir {} (a {}); closest names: "
+         "{} (a name keeps that layer and everything inside it out of FP8)",
+         escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
+         models::to_string(config.architecture), fmt::join(closest_names(e, names, 5), ", "));
+  }
+}
+
 // Tokenization progress: on a terminal (stderr) a percentage rewritten in place; elsewhere, for
 // a file of at least kLoggedProgressBytes, a line at every tenth.
 constexpr int64_t kLoggedProgressBytes = 4 * data::kPlainTextPieceBytes;
@@ -481,6 +511,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
         leaves.insert(name.substr(name.rfind('.') + 1));
     adapter_config.target_modules.assign(leaves.begin(), leaves.end());
   }
+  check_fp8_exclude_matched(*model, o, config, f.model_dir);
   loading.reset();
   const int64_t build_peak_bytes = max_memory_allocated();
   reset_peak_memory_stats();
