@@ -221,16 +221,15 @@ int64_t encode_groups(const void* src, int64_t n, uint8_t* codes, uint8_t* scale
 
 // --- The AVX2 body of the floor table (mx_rows_e2m1_table.h) ---------------------------------
 
-// Its lookup's constants: the codes of b = 0..15 and 16..31 in each 128-bit half (two pshufb).
+// Its lookup's constants: one pshufb table of the codes less 1 of b = 7..20 at b - 7, and the
+// index's shift to it, 9, which is also a negative element's sign and 1 (one: a positive's).
 struct Fp4Avx2Table : Fp4Table {
-  __m256i low, high;
-  __m256i sixteen;  // the low table's index b from b - 16
+  __m256i codes, nine, one;
   Fp4Avx2Table()
-      : low(_mm256_setr_epi8(0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5, 0, 1, 1, 1, 1, 1, 1, 2,
-                             2, 2, 3, 3, 4, 4, 5, 5)),
-        high(_mm256_setr_epi8(6, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 7, 7, 7, 7, 7,
-                              7, 7, 7, 7, 7, 7, 7, 7, 7)),
-        sixteen(_mm256_set1_epi8(16)) {}
+      : codes(_mm256_setr_epi8(1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 6, 6, 6, 1, 1, 1, 2, 2, 3, 3,
+                               4, 4, 5, 5, 6, 6, 6, 6, 6)),
+        nine(_mm256_set1_epi8(9)),
+        one(_mm256_set1_epi8(1)) {}
 };
 
 // The index b - 16 of 32 elements' magnitudes (the source's element order within 128-bit
@@ -264,34 +263,33 @@ template <DType::Id kSrc, bool kStats>
   // (t + bit 6 of a) >> kShift, the bit as a compare's -1 subtracted: a compare in place of a
   // shift, which on Zen 4 shares two pipes with the packs and table lookups.
   const __m256i bit = t.bit6_16;
-  const __m256i v0 = _mm256_srai_epi16(
-      _mm256_sub_epi16(t0, _mm256_cmpeq_epi16(_mm256_and_si256(a0, bit), bit)), L::kShift);
-  const __m256i v1 = _mm256_srai_epi16(
-      _mm256_sub_epi16(t1, _mm256_cmpeq_epi16(_mm256_and_si256(a1, bit), bit)), L::kShift);
-  const __m256i q = _mm256_packs_epi16(v0, v1);
+  const __m256i u0 = _mm256_sub_epi16(t0, _mm256_cmpeq_epi16(_mm256_and_si256(a0, bit), bit));
+  const __m256i u1 = _mm256_sub_epi16(t1, _mm256_cmpeq_epi16(_mm256_and_si256(a1, bit), bit));
+  const __m256i q =
+      _mm256_packs_epi16(_mm256_srai_epi16(u0, L::kShift), _mm256_srai_epi16(u1, L::kShift));
   const __m256i signs = _mm256_packs_epi16(h0, h1);
   __m256i sat, zero;
   if constexpr (kStats) {
-    // y > 6: v > 18 steps, t above 3 steps less 1 (95: t saturated to a byte keeps it).
-    sat = _mm256_cmpgt_epi8(_mm256_packs_epi16(t0, t1), t.sat16);
+    // y > 6: u above 3 steps (as fp4_pairs512 tests it; u saturated to a byte keeps it).
+    sat = _mm256_cmpgt_epi8(_mm256_packs_epi16(u0, u1), t.sat16);
     zero = _mm256_packs_epi16(a0, a1);
   }
-  // b - 16 = q (-128 where the pack saturates, up to 4): the high table's code where q >= 0 (0
-  // where q's sign is set); the low table's at b = q + 16 where that lies in 0..15 (0 below,
-  // where b's sign is set), and at b - 16 = 0..4 (codes 0, 1) below the high table's (6, 7)
-  // where b >= 16. The larger of the two is b's code.
-  const __m256i codes = _mm256_max_epu8(_mm256_shuffle_epi8(t.high, q),
-                                        _mm256_shuffle_epi8(t.low, _mm256_add_epi8(q, t.sixteen)));
+  // b - 16 = q (-128 where the pack saturates, up to 4). The code: b <= 0 gives 0, b = 1..6
+  // gives 1, b = 7..20 the table's (code less 1) at b - 7 = q + 9, which pshufb reads as 0 for
+  // every b below 7 (its sign set): so the table's entry, plus 1 (9 with the sign's bit 8 where
+  // x is negative), less 1 where b <= 0 (the compare's -1, which the flushed count takes too).
+  const __m256i low = _mm256_cmpgt_epi8(t.first_flushed, q);  // b <= 0
+  const __m256i codes = _mm256_shuffle_epi8(t.codes, _mm256_add_epi8(q, t.nine));
   if constexpr (kStats) {
-    // Index 0 (b - 16 below -15) and x nonzero: the index's mask, 0 where |x|'s byte is.
-    n.flushed =
-        _mm256_sub_epi8(n.flushed, _mm256_sign_epi8(_mm256_cmpgt_epi8(t.first_flushed, q), zero));
+    // Index 0 and x nonzero: the index's mask, 0 where |x|'s byte is.
+    n.flushed = _mm256_sub_epi8(n.flushed, _mm256_sign_epi8(low, zero));
     n.sat = _mm256_sub_epi8(n.sat, sat);
     // Counted here, in registers: GCC otherwise sinks the counts below the group's other
     // blocks, spilling each block's lanes until then.
     asm("" : "+x"(n.sat), "+x"(n.flushed));
   }
-  __m256i nibbles = _mm256_blendv_epi8(codes, _mm256_or_si256(codes, t.eight), signs);
+  __m256i nibbles =
+      _mm256_add_epi8(_mm256_add_epi8(codes, low), _mm256_blendv_epi8(t.one, t.nine, signs));
   if constexpr (kSrc == DType::Id::f32)
     nibbles = _mm256_permutevar8x32_epi32(nibbles, t.dword_order);  // elements in order
   return _mm256_maddubs_epi16(nibbles, t.pair);

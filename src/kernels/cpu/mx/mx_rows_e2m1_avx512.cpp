@@ -2,7 +2,7 @@
 // vectors: the AVX2 body's table (mx_rows_e2m1_table.h) with fewer instructions a block. The
 // index's bit of |x| worth two steps is a test into a mask and a masked subtract (in place of an
 // and, a compare and a subtract), the codes a max and one vpermb of the index's low 5 bits (in
-// place of an add, two pshufb and a max), and a float32 source's sticky high halves two vpermt2w
+// place of an add, a pshufb and two adds), and a float32 source's sticky high halves two vpermt2w
 // (the high and the low halves of 16 elements, in element order) and an unsigned minimum (in place
 // of three ops a vector and a pack, and of the permute that put the codes in order), two blocks'
 // nibble pairs stored in order by one vpermt2b (in place of a pack and a permute); a bfloat16
@@ -42,11 +42,10 @@ using namespace scalar;
 using namespace avx2_lanes;
 
 // The lookup's constants: vpermb's table (the code of index b - 16 at its low 5 bits: b = 16..20
-// at 0..4, b = 0..15 at 16..31), 1 in 16-bit lanes, vpermt2w's indexes of 16 float32 elements'
-// high and low halves, and the saturation bound of fp4_pairs512's u.
+// at 0..4, b = 0..15 at 16..31), 1 in 16-bit lanes, and vpermt2w's indexes of 16 float32
+// elements' high and low halves.
 struct Fp4Avx512Table : Fp4Table {
   __m256i codes, one16, high_halves, low_halves;
-  __m256i sat_u;       // 96 (3 steps) in bytes: u above it is saturated
   __m256i floor16;     // -16: the lowest index b - 16 vpermb reads
   __m256i pair_order;  // vpermt2b's: the low bytes of two blocks' pairs in element order
   Fp4Avx512Table()
@@ -55,7 +54,6 @@ struct Fp4Avx512Table : Fp4Table {
         one16(_mm256_set1_epi16(1)),
         high_halves(_mm256_setr_epi16(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)),
         low_halves(_mm256_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)),
-        sat_u(_mm256_set1_epi8(3 << Fp4Lanes::kShift)),
         floor16(_mm256_set1_epi8(-16)),
         pair_order(_mm256_setr_epi8(0, 2, 4, 6, 16, 18, 20, 22, 8, 10, 12, 14, 24, 26, 28, 30, 32,
                                     34, 36, 38, 48, 50, 52, 54, 40, 42, 44, 46, 56, 58, 60, 62)) {}
@@ -101,13 +99,13 @@ template <DType::Id kSrc, bool kStats>
     // Counted from compare masks by popcnt, off the vector pipes: in the caches 8 % faster than
     // the lanes' counts; float32 sources measured 20 % slower so.
     const __m256i bytes = _mm256_packs_epi16(a0, a1);
-    n.sat_n += __builtin_popcount(_mm256_cmpgt_epi8_mask(_mm256_packs_epi16(u0, u1), t.sat_u));
+    n.sat_n += __builtin_popcount(_mm256_cmpgt_epi8_mask(_mm256_packs_epi16(u0, u1), t.sat16));
     n.flushed_n += __builtin_popcount(
         _mm256_mask_test_epi8_mask(_mm256_cmpgt_epi8_mask(t.first_flushed, q), bytes, bytes));
   }
   __m256i sat, zero;
   if constexpr (kStats && kSrc == DType::Id::f32) {
-    sat = _mm256_cmpgt_epi8(_mm256_packs_epi16(u0, u1), t.sat_u);
+    sat = _mm256_cmpgt_epi8(_mm256_packs_epi16(u0, u1), t.sat16);
     zero = _mm256_packs_epi16(a0, a1);
   }
   const __m256i codes = _mm256_permutexvar_epi8(_mm256_max_epi8(q, t.floor16), t.codes);

@@ -24,8 +24,8 @@ using namespace avx2_lanes;
 // the bit of v worth 2 kSteps, puts every such v on its side: a non-strict step (k = 6, 11, 15
 // steps) has that bit set and a strict one (0, 9, 13, 17) clear, and a v between two steps
 // takes the upper's index either way. b (0..20) gives the code through a byte lookup, 32 codes
-// a vector (the level's Body: two 16-entry pshufb tables at AVX2, one vpermb at AVX-512 VBMI):
-// 16-bit lanes only add, shift and pack. Saturated: y > 6;
+// a vector (the level's Body: one 16-entry pshufb table of b = 7..20 and the test of b <= 0 at
+// AVX2, one vpermb at AVX-512 VBMI): 16-bit lanes only add, shift and pack. Saturated: y > 6;
 // flushed: nonzero x whose index is 0. Blocks of other E (tiny, infinite or NaN amax) and their
 // group take encode_block; a zero block's index is 0. A float32 source is cast on bfloat16 bits:
 // each element's high half with bit 0 set where its low half is not 0 (sticky). The steps and 6
@@ -60,7 +60,7 @@ struct Fp4Lanes {
 struct Fp4Table {
   __m256i eight;          // the sign's bit of a code
   __m256i first_flushed;  // -15: b - 16 below it is index 0
-  __m256i sat16;          // 95 (3 steps less 1) in bytes
+  __m256i sat16;          // 96 (3 steps) in bytes: u above it is saturated
   __m256i pair;           // maddubs weights 1, 16: two codes to a byte
   __m256i dword_order;
   __m256i magnitude16, magnitude32, one32;
@@ -74,7 +74,7 @@ struct Fp4Table {
   Fp4Table()
       : eight(_mm256_set1_epi8(8)),
         first_flushed(_mm256_set1_epi8(-15)),
-        sat16(_mm256_set1_epi8((3 << Fp4Lanes::kShift) - 1)),
+        sat16(_mm256_set1_epi8(3 << Fp4Lanes::kShift)),
         pair(_mm256_set1_epi16(0x1001)),
         dword_order(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)),
         magnitude16(_mm256_set1_epi16(0x7FFF)),
