@@ -289,6 +289,23 @@ const std::vector<std::pair<std::string, std::string>>& config_values_read() {
   return values_read();
 }
 
+namespace {
+
+// --config fills train's flags only: `mantissa --config run.json bench` parsed the file into
+// train's flags and ran bench without them, without a word, and another command's file was
+// refused key by key against train's flags ("train has no flag --block-size") before this was
+// said. So before the file is read.
+void check_config_command(const CLI::App& app) {
+  for (const CLI::App* command : app.get_subcommands()) {
+    MANTISSA_CHECK(command->get_name() == "train", "command line",
+                   "--config is read by `mantissa train` only; give `mantissa {}` its flags on "
+                   "the command line",
+                   command->get_name());
+  }
+}
+
+}  // namespace
+
 void add_config_option(CLI::App& app) {
   app.config_formatter(std::make_shared<JsonConfig>("train", &app));
   CLI::Option* config =
@@ -296,27 +313,18 @@ void add_config_option(CLI::App& app) {
                      "train: read flags from a JSON object {\"flag-name\": value, ...} in FILE (a "
                      "file, a pipe, or - for stdin); flags on the command line win");
   config->type_name("FILE");
-  // `mantissa --config run.json bench` parsed the file into train's flags and ran bench without
-  // them, without a word. Before any command runs:
-  app.parse_complete_callback([&app, config] {
-    if (config->count() == 0) return;
-    for (const CLI::App* command : app.get_subcommands()) {
-      MANTISSA_CHECK(command->get_name() == "train", "command line",
-                     "--config is read by `mantissa train` only; give `mantissa {}` its flags on "
-                     "the command line",
-                     command->get_name());
-    }
-  });
   // Listed in `mantissa train --help` too, where a user looks for the command's flags.
   app.get_subcommand("train")->formatter(formatter_listing_config(
       config,
       "Read flags from a JSON object {\"flag-name\": value, ...} in FILE (a file, a pipe, or - for "
       "stdin); flags on the command line win (docs/cli.md)"));
-  // Run when CLI11 takes the option's value, before it opens the file: a stream (stdin, a pipe,
-  // a FIFO) is read here with a size cap and a timeout and handed on as an in-memory file (a
-  // FIFO without a writer blocked CLI11's open forever; /dev/zero never ends).
+  // Run when CLI11 takes the option's value, once the command line is parsed and before it
+  // opens the file: a stream (stdin, a pipe, a FIFO) is read here with a size cap and a timeout
+  // and handed on as an in-memory file (a FIFO without a writer blocked CLI11's open forever;
+  // /dev/zero never ends).
   config->transform(CLI::Validator(
-      [](std::string& file) {
+      [&app](std::string& file) {
+        check_config_command(app);
         file = config_source_path(file);
         return std::string();
       },
