@@ -213,8 +213,10 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
   if (train::precision_traits(o.precision).quantized_weights) check_quant_dtype(o.quant, kWhere);
   const bool lora = o.quant.lora_rank > 0 || !f.adapter.empty();
   MANTISSA_CHECK(!train::precision_traits(o.precision).quantized_weights || lora, kWhere,
-                 "--precision {} freezes the quantized weights: QLoRA needs adapters "
-                 "(--lora-rank 16, or --adapter DIR)",
+                 "--precision {} fine-tunes through LoRA adapters only (QLoRA: the Linear "
+                 "layers are quantized at load and the adapters train on them): give "
+                 "--lora-rank 16, or --adapter DIR; a full fine-tune takes a float precision "
+                 "such as 32-true or bf16-true",
                  o.precision);
   MANTISSA_CHECK(f.merge_to.empty() || lora, kWhere,
                  "--merge-to merges LoRA adapters: give --lora-rank or --adapter (a full "

@@ -30,7 +30,7 @@ cp "$fx"/llama/* "$dir/small/" 2>/dev/null
 sed 's/"vocab_size": 320/"vocab_size": 200/' "$fx/llama/config.json" >"$dir/small/config.json"
 refused vocab "small/tokenizer.json' holds 300 tokens but '.*small/config.json' gives vocab_size 200" \
   --model-dir "$dir/small" --data "$fx/qa.jsonl" --lora-rank 4
-refused qlora "QLoRA needs adapters" --model-dir "$fx/llama" --data "$fx/qa.jsonl" --precision nf4
+refused qlora "fine-tunes through LoRA adapters only" --model-dir "$fx/llama" --data "$fx/qa.jsonl" --precision nf4
 # Errors of the shared flags name the command that was run.
 refused optimizer "^mantissa: error: \[finetune\] unknown --optimizer 'adamx' (did you mean 'adamw'?)" \
   --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --optimizer adamx
