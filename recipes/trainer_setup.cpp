@@ -180,8 +180,8 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   // 0 would validate after every batch (the interval is at least one batch): never what is meant.
   MANTISSA_CHECK(t.val_check_interval.resolve_interval(1 << 20) > 0, "train",
                  "--val-check-interval must be a fraction of an epoch in (0, 1] or a batch count "
-                 ">= 1, got '{}' (fewer validations: a larger interval, or "
-                 "--check-val-every-n-epoch)",
+                 ">= 1, got '{}' (fewer validations: a larger interval; none: "
+                 "--limit-val-batches 0)",
                  o.val_check_interval);
   t.enable_progress_bar = o.progress_bar && !o.quiet;
   t.enable_checkpointing = !o.checkpoint_dir.empty();

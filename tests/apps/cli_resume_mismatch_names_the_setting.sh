@@ -14,4 +14,4 @@ test $? -eq 2 &&
   "$M" train --precision nf4 --lora-rank 2 --train-subset 256 --epochs 1 --checkpoint-dir cli_rm/b --no-progress-bar >/dev/null 2>&1 &&
   out=$("$M" train --precision nf4 --lora-rank 4 --train-subset 256 --epochs 2 --resume cli_rm/b/last.safetensors --no-progress-bar 2>&1)
 test $? -eq 2 &&
-  echo "$out" | grep -q 'resume with --lora-rank 2'
+  echo "$out" | grep -q 'resume with adapters of that rank: --lora-rank 2,'

@@ -154,7 +154,7 @@ TEST(Checkpoint, BadContentsThrowAndChangeNothing) {
   // The message says which --optimizer to resume with.
   expect_rejected("optimizer kind",
                   "holds SGD state for optimizer 0, but the module's optimizer is AdamW; resume "
-                  "with the optimizer the run was trained with (mantissa train: --optimizer sgd)",
+                  "with the optimizer the run was trained with (CLI: --optimizer sgd)",
                   [](auto& c) {
                     auto j = nlohmann::json::parse(c.metadata[kCheckpointMetadataKey]);
                     j["optimizers"][0]["optimizer"] = "SGD";

@@ -360,7 +360,7 @@ std::vector<optim::OptimizerState> read_optimizer_metas(
            "{}: the checkpoint holds {} state for optimizer {}, but the module's optimizer is "
            "{}; resume with the optimizer the run was trained with{}",
            source, escape_untrusted(saved), i, live[i]->name(),
-           known ? fmt::format(" (mantissa train: --optimizer {})", flag) : "");
+           known ? fmt::format(" (CLI: --optimizer {})", flag) : "");
     }
     out[i].meta = optimizers[i];
   }
@@ -629,8 +629,10 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
                    "{}: shape mismatch for 'model.{}': {} in the file, {} in the model{}", source,
                    name, fmt::join(t.shape(), "x"), fmt::join(target.shape(), "x"),
                    name.find("lora_A") != std::string::npos && t.dim() == 2
-                       ? fmt::format(" (LoRA adapters of rank {}: resume with --lora-rank {})",
-                                     t.size(0), t.size(0))
+                       ? fmt::format(" (LoRA adapters of rank {}: resume with adapters of "
+                                     "that rank: --lora-rank {}, or finetune's --adapter of "
+                                     "rank {} in its place)",
+                                     t.size(0), t.size(0), t.size(0))
                        : std::string());
     const bool is_param = param_names.count(name) > 0;
     const DType expected = is_param ? saved_dtype : target.dtype();
@@ -664,7 +666,8 @@ nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& pl
       fail(kWhere,
            "{}: the checkpoint holds {} state saved in precision '{}'; this run's plugin is {} "
            "for '{}' and cannot take it. Resume with precision '{}' (CLI: --precision {}), or "
-           "start from its weights only (CLI: --init-from; library: Module::load_state_dict)",
+           "start from its weights only (`mantissa train --init-from`; library: "
+           "Module::load_state_dict)",
            source, escape_untrusted(key), saved_precision, plugin.class_name(), plugin.precision(),
            saved_precision, saved_precision);
     }
