@@ -48,18 +48,31 @@ bool quotes(const std::string& message, const std::string& value) {
   return false;
 }
 
+// The library's tag of `message` ("adapter" for "[adapter] ..."), or "".
+std::string tag_of(const std::string& message) {
+  if (!message.starts_with('[')) return "";
+  const size_t close = message.find("] ");
+  return close == std::string::npos ? "" : message.substr(1, close - 1);
+}
+
 }  // namespace
 
 std::string name_flag_in_error(const CLI::App& app, const std::string& message) {
   const CLI::App* command = command_that_ran(app);
   const CLI::Option* best = nullptr;
   size_t best_length = 0;
+  // Two flags given the same value (generate --model-dir DIR --adapter DIR) quote alike: the one
+  // the library's tag names wins ("[adapter] cannot open 'DIR/adapter_config.json'").
+  const std::string tag = tag_of(message);
   for (const CLI::Option* op : command->get_options()) {
     if (op->count() == 0 || op->get_lnames().empty()) continue;
     const std::string flag = "--" + op->get_lnames().front();
     if (message.find(flag) != std::string::npos) return message;
+    const bool tagged = op->get_lnames().front() == tag;
     for (const std::string& value : op->results()) {
-      if (value.empty() || value.size() <= best_length || !quotes(message, value)) continue;
+      if (value.empty() || value.size() < best_length || (value.size() == best_length && !tagged) ||
+          !quotes(message, value))
+        continue;
       best = op;
       best_length = value.size();
     }

@@ -287,7 +287,7 @@ void check_every_lora_target_matched(const nn::Module& model,
     const bool matched = std::any_of(adapted.begin(), adapted.end(), [&](const std::string& n) {
       return n == t || n.ends_with("." + t);
     });
-    if (!matched) unmatched.push_back(escape_untrusted(t));
+    if (!matched) unmatched.push_back(quote_untrusted(t));
   }
   // Also the names of the Linear layers no target asked for: what the user may have meant.
   for (const auto& [name, m] : model.named_modules()) {

@@ -36,8 +36,11 @@ std::vector<std::string> split_names(const std::string& list) {
   std::vector<std::string> out;
   std::stringstream ss(list);
   std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
+  while (std::getline(ss, item, ',')) {
+    const size_t first = item.find_first_not_of(" \t");
+    if (first != std::string::npos)
+      out.push_back(item.substr(first, item.find_last_not_of(" \t") - first + 1));
+  }
   return out;
 }
 

@@ -37,6 +37,16 @@ TEST(FlagAttribution, APathInAnotherFlagsDirectoryNamesThatFlag) {
             "[finetune] --data: cannot open '" + kDir + "qa.jsonl'");
 }
 
+TEST(FlagAttribution, TwoFlagsGivenOneDirectoryNameTheFlagTheLibrarysTagNames) {
+  // generate --model-dir DIR --adapter DIR: both values quote alike; --data comes first.
+  Cli cli(kDir + "model", kDir + "model");
+  EXPECT_EQ(
+      name_flag_in_error(cli.app, "[adapter] cannot open '" + kDir + "model/adapter_config.json'"),
+      "[finetune] --adapter: cannot open '" + kDir + "model/adapter_config.json'");
+  EXPECT_EQ(name_flag_in_error(cli.app, "[data] cannot open '" + kDir + "model/x.jsonl'"),
+            "[finetune] --data: cannot open '" + kDir + "model/x.jsonl'");
+}
+
 TEST(FlagAttribution, ADirectoryWithItsTrailingSlashNamesItsFlag) {
   Cli cli(kDir + "qa.jsonl", kDir + "adapter/");
   EXPECT_EQ(name_flag_in_error(cli.app,

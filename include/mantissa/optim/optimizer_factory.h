@@ -37,7 +37,8 @@ bool is_8bit_optimizer(const std::string& name);
 // Builds the optimizer over model's parameters.
 std::shared_ptr<Optimizer> make_optimizer(const OptimizerChoice& choice, nn::Module& model);
 
-// Splits "a,b,c" into names (empty items dropped).
+// Splits "a,b,c" into names, each trimmed of spaces and tabs ("q_proj, v_proj" names v_proj, as
+// --fp8-exclude's names are read); empty items are dropped.
 std::vector<std::string> split_names(const std::string& list);
 
 }  // namespace mantissa::optim
