@@ -64,8 +64,10 @@ int main(int argc, char** argv) {
   mantissa::app::add_config_option(app);
   mantissa::app::read_whole_numbers_in_decimal(app);  // after every option is added
   // Then, so that they run first: no empty values, numbers in decimal only.
-  // --sample-prompt '' is a prompt: the GPT's sample then starts from a newline (GPT::sample).
-  mantissa::app::check_flag_values(app, {"--sample-prompt"});
+  // --sample-prompt '' is a prompt: the GPT's sample then starts from a newline (GPT::sample);
+  // generate --prompt '' starts from the model's BOS token (transformers' generate() without
+  // input_ids).
+  mantissa::app::check_flag_values(app, {"--sample-prompt", "--prompt"});
   mantissa::app::remember_command_line(argc, argv);
   // Inside an MPI job an error must end every rank, or the others wait for this
   // one forever.

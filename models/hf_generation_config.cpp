@@ -24,7 +24,6 @@ const std::set<std::string>& neutral_keys() {
   static const std::set<std::string> keys = {"_from_model_config",
                                              "transformers_version",
                                              "use_cache",
-                                             "bos_token_id",
                                              "pad_token_id",
                                              "decoder_start_token_id",
                                              "output_attentions",
@@ -68,6 +67,15 @@ double number(const json& j, const std::string& key, const std::string& source, 
   return x;
 }
 
+// A token id the model can produce: below config.json's vocab_size (unknown: 0, not checked).
+void check_token_in_vocabulary(int64_t id, const char* key, const std::string& source,
+                               const HfConfig& config) {
+  MANTISSA_CHECK(config.vocab_size <= 0 || id < config.vocab_size, kWhere,
+                 "{}: field '{}' holds token {}, past the vocabulary (config.json's vocab_size "
+                 "{}): the model never produces it; correct the id",
+                 source, key, id, config.vocab_size);
+}
+
 }  // namespace
 
 HfGenerationDefaults parse_hf_generation_config(const std::string& text, const std::string& source,
@@ -77,6 +85,7 @@ HfGenerationDefaults parse_hf_generation_config(const std::string& text, const s
   HfGenerationDefaults d;
   GenerateOptions& o = d.options;
   o.eos_token_ids = config.eos_token_ids;
+  d.bos_token_id = config.bos_token_id;
   auto has = [&](const char* k) { return j.contains(k) && !j.at(k).is_null(); };
   bool sample = false;
   if (has("do_sample")) {
@@ -89,10 +98,23 @@ HfGenerationDefaults parse_hf_generation_config(const std::string& text, const s
     o.temperature = has("temperature") ? number(j, "temperature", source, 0, 1e6) : 1.0;
     o.top_k = has("top_k") ? static_cast<int64_t>(number(j, "top_k", source, 0, 1e12)) : 50;
     o.top_p = has("top_p") ? number(j, "top_p", source, 1e-12, 1.0) : 1.0;
+    for (const char* k : {"do_sample", "temperature", "top_k", "top_p"})
+      if (has(k)) d.set_keys.insert(k);
   }
-  if (has("max_new_tokens"))
+  if (has("max_new_tokens")) {
     o.max_new_tokens = static_cast<int64_t>(number(j, "max_new_tokens", source, 0, 1e12));
+    d.set_keys.insert("max_new_tokens");
+  }
+  if (has("bos_token_id")) {
+    const json& v = j["bos_token_id"];
+    MANTISSA_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0, kWhere,
+                   "{}: field 'bos_token_id' must be a token id, got {}", source,
+                   io::json_excerpt(v));
+    d.bos_token_id = v.get<int64_t>();
+    check_token_in_vocabulary(*d.bos_token_id, "bos_token_id", source, config);
+  }
   if (has("eos_token_id")) {
+    d.set_keys.insert("eos_token_id");
     const json& v = j["eos_token_id"];
     const json list = v.is_array() ? v : json::array({v});
     o.eos_token_ids.clear();
@@ -101,10 +123,12 @@ HfGenerationDefaults parse_hf_generation_config(const std::string& text, const s
                      "{}: field 'eos_token_id' must be a token id or a list of them, got {}",
                      source, io::json_excerpt(v));
       o.eos_token_ids.push_back(e.get<int64_t>());
+      check_token_in_vocabulary(o.eos_token_ids.back(), "eos_token_id", source, config);
     }
   }
-  static const std::set<std::string> read = {"do_sample", "temperature",    "top_k",
-                                             "top_p",     "max_new_tokens", "eos_token_id"};
+  static const std::set<std::string> read = {"do_sample",   "temperature",    "top_k",
+                                             "top_p",       "max_new_tokens", "eos_token_id",
+                                             "bos_token_id"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     if (read.count(k) || neutral_keys().count(k) || at_neutral_value(k, it.value())) continue;
@@ -123,6 +147,7 @@ HfGenerationDefaults load_hf_generation_defaults(const std::string& model_dir,
     HfGenerationDefaults d;
     d.options.temperature = 0;
     d.options.eos_token_ids = config.eos_token_ids;
+    d.bos_token_id = config.bos_token_id;
     return d;
   }
   MANTISSA_CHECK(std::filesystem::is_regular_file(path, ec), kWhere, "{} is not a regular file",

@@ -3,11 +3,15 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "mantissa/core/error.h"
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/core/utf8.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/models/generate.h"
 #include "mantissa/models/hf_generation_config.h"
@@ -47,12 +51,76 @@ models::HfLoadOptions load_options(const std::string& precision, bool tied) {
   return load;
 }
 
+// --prompt as the tokenizer takes it: UTF-8 text, said in the flag's terms before the model loads
+// (the tokenizer's own error named no flag).
+void check_prompt_text(const std::string& prompt) {
+  const std::optional<NotTextByte> bad = first_non_text_byte(prompt);
+  MANTISSA_CHECK(!bad, kWhere, "--prompt is not UTF-8 text: {}; give the text to continue in UTF-8",
+                 bad ? describe_non_text_byte(*bad) : "");
+}
+
+// The prompt's tokens; an empty prompt starts from the BOS token, as transformers' generate()
+// without input_ids does.
+std::vector<int64_t> prompt_tokens(const std::string& prompt, const text::Tokenizer& tokenizer,
+                                   const models::HfGenerationDefaults& file,
+                                   const std::string& model_dir) {
+  if (prompt.empty()) {
+    MANTISSA_CHECK(file.bos_token_id.has_value(), kWhere,
+                   "--prompt is empty and the model names no BOS token to start from "
+                   "(bos_token_id in {}/config.json or generation_config.json): give the text to "
+                   "continue",
+                   escape_untrusted(model_dir));
+    return {*file.bos_token_id};
+  }
+  std::vector<int64_t> ids = tokenizer.encode(prompt, /*add_special_tokens=*/true);
+  MANTISSA_CHECK(!ids.empty(), kWhere, "--prompt encodes to no token; give the text to continue");
+  return ids;
+}
+
+// The settings of generation_config.json this run does not use, in one warning: generate takes
+// the file's end tokens (and BOS) only, its flags decide sampling and length, and not_applied
+// lists what generation does not implement. Each used setting that differs names the flag that
+// sets it; a model whose file samples was otherwise decoded greedily without a word.
+void warn_unused_generation_settings(const models::HfGenerationDefaults& file,
+                                     const models::GenerateOptions& run,
+                                     const std::string& model_dir) {
+  const models::GenerateOptions& f = file.options;
+  const auto set = [&](const char* key) { return file.set_keys.contains(key); };
+  std::vector<std::string> unused;
+  if (f.temperature > 0 && run.temperature != f.temperature) {
+    unused.push_back(fmt::format(
+        "do_sample=true{} (--temperature {})",
+        set("temperature") ? fmt::format(", temperature={}", f.temperature) : "", f.temperature));
+  }
+  if (set("top_k") && run.top_k != f.top_k)
+    unused.push_back(fmt::format("top_k={} (--top-k {})", f.top_k, f.top_k));
+  if (set("top_p") && run.top_p != f.top_p)
+    unused.push_back(fmt::format("top_p={} (--top-p {})", f.top_p, f.top_p));
+  if (set("max_new_tokens") && run.max_new_tokens != f.max_new_tokens) {
+    unused.push_back(
+        fmt::format("max_new_tokens={} (--max-new-tokens {})", f.max_new_tokens, f.max_new_tokens));
+  }
+  if (unused.empty() && file.not_applied.empty()) return;
+  std::string text =
+      fmt::format("'{}/generation_config.json': generate takes only its end and start tokens",
+                  escape_untrusted(model_dir));
+  if (!unused.empty()) {
+    text +=
+        fmt::format("; not applied: {}: give those flags to apply them", fmt::join(unused, ", "));
+  }
+  if (!file.not_applied.empty()) {
+    text += fmt::format("; not implemented, so not applied either: {}",
+                        fmt::join(file.not_applied, ", "));
+  }
+  warn(text);
+}
+
 }  // namespace
 
 GenerateResult run_generate(const GenerateRunOptions& o,
                             const std::function<void(std::string_view)>& on_text) {
   MANTISSA_CHECK(!o.model_dir.empty(), kWhere, "--model-dir is required");
-  MANTISSA_CHECK(!o.prompt.empty(), kWhere, "--prompt is empty: give the text to continue");
+  check_prompt_text(o.prompt);
   MANTISSA_CHECK(o.max_new_tokens >= 1, kWhere, "--max-new-tokens must be at least 1, got {}",
                  o.max_new_tokens);
   MANTISSA_CHECK(std::isfinite(o.temperature) && o.temperature >= 0, kWhere,
@@ -81,6 +149,18 @@ GenerateResult run_generate(const GenerateRunOptions& o,
                  "vocab_size {}",
                  escape_untrusted(o.model_dir), tokenizer.vocab_size(),
                  escape_untrusted(o.model_dir), config.vocab_size);
+  // generation_config.json: the end tokens transformers' generate() stops at (else config.json's)
+  // and the BOS an empty prompt starts from; its other settings differing from the flags' are
+  // named in a warning before the model loads.
+  const models::HfGenerationDefaults file_defaults =
+      models::load_hf_generation_defaults(o.model_dir, config);
+  models::GenerateOptions g{.max_new_tokens = o.max_new_tokens,
+                            .temperature = o.temperature,
+                            .top_k = o.top_k,
+                            .top_p = o.top_p,
+                            .seed = o.seed};
+  g.eos_token_ids = file_defaults.options.eos_token_ids;
+  warn_unused_generation_settings(file_defaults, g, o.model_dir);
   const models::HfLoadOptions load = load_options(precision, config.tie_word_embeddings);
   // A config.json whose sizes no machine holds is refused with the figures before anything is
   // allocated.
@@ -93,8 +173,7 @@ GenerateResult run_generate(const GenerateRunOptions& o,
   if (!o.adapter.empty()) models::load_peft_adapter(*model, o.adapter);
 
   GenerateResult result;
-  result.prompt_ids = tokenizer.encode(o.prompt, /*add_special_tokens=*/true);
-  MANTISSA_CHECK(!result.prompt_ids.empty(), kWhere, "the prompt encodes to no token");
+  result.prompt_ids = prompt_tokens(o.prompt, tokenizer, file_defaults, o.model_dir);
   // GPT-2 learns one position embedding per position up to n_positions: said in the flags'
   // terms, with the most that fits, before anything is generated.
   if (config.architecture == models::HfArchitecture::kGpt2 && config.max_position_embeddings > 0) {
@@ -123,13 +202,6 @@ GenerateResult run_generate(const GenerateRunOptions& o,
         "model was not trained on positions that far",
         o.max_new_tokens, result.prompt_ids.size(), last_position, config.max_position_embeddings));
   }
-  models::GenerateOptions g{.max_new_tokens = o.max_new_tokens,
-                            .temperature = o.temperature,
-                            .top_k = o.top_k,
-                            .top_p = o.top_p,
-                            .seed = o.seed};
-  // The end tokens transformers' generate() stops at: generation_config.json's, else config.json's.
-  g.eos_token_ids = models::load_hf_generation_defaults(o.model_dir, config).options.eos_token_ids;
   if (g.eos_token_ids.empty() && tokenizer.eos_id()) g.eos_token_ids.push_back(*tokenizer.eos_id());
   text::DecodeStream stream(tokenizer, /*skip_special_tokens=*/true);
   const auto start = std::chrono::steady_clock::now();

@@ -64,5 +64,33 @@ TEST(HfGenerationConfig, ReportsWhatGenerateDoesNotImplement) {
                         {"g.json", "not valid JSON"});
 }
 
+TEST(HfGenerationConfig, SaysWhichKeysItTookAndItsStartToken) {
+  models::HfConfig config = config_with_eos({5});
+  config.bos_token_id = 1;
+  const auto d = parse_hf_generation_config(
+      R"({"do_sample": true, "temperature": 0.7, "max_new_tokens": 3, "bos_token_id": 4})",
+      "g.json", config);
+  EXPECT_EQ(d.set_keys, (std::set<std::string>{"do_sample", "temperature", "max_new_tokens"}));
+  EXPECT_EQ(d.bos_token_id, 4);
+  // Greedy: the sampling keys are not taken; config.json's BOS when the file has none.
+  const auto g = parse_hf_generation_config(R"({"temperature": 0.7})", "g.json", config);
+  EXPECT_TRUE(g.set_keys.empty());
+  EXPECT_EQ(g.bos_token_id, 1);
+}
+
+TEST(HfGenerationConfig, RefusesTokensPastTheVocabulary) {
+  models::HfConfig config = config_with_eos({});
+  config.vocab_size = 320;
+  testing::expect_error(
+      [&] { parse_hf_generation_config(R"({"eos_token_id": [0, 5000]})", "g.json", config); },
+      {"g.json", "'eos_token_id' holds token 5000", "vocab_size 320"});
+  testing::expect_error(
+      [&] { parse_hf_generation_config(R"({"bos_token_id": 320})", "g.json", config); },
+      {"g.json", "'bos_token_id' holds token 320"});
+  EXPECT_EQ(parse_hf_generation_config(R"({"eos_token_id": 319})", "g.json", config)
+                .options.eos_token_ids,
+            std::vector<int64_t>{319});
+}
+
 }  // namespace
 }  // namespace mantissa

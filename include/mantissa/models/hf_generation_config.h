@@ -8,13 +8,20 @@
 //   do_sample true              -> temperature, top_k, top_p from the file, else transformers'
 //                                  defaults 1.0, 50, 1.0
 //   eos_token_id (int or list)  -> eos_token_ids (config.json's when the file has none)
+//   bos_token_id                -> bos_token_id (config.json's when the file has none): the
+//                                  token generate() starts from without a prompt
 //   max_new_tokens              -> max_new_tokens (else GenerateOptions' default)
+//
+// An end or start token past config.json's vocab_size is an error naming the file: the model
+// never generates it, so generation would never stop there.
 //
 // Settings generate() does not implement are not applied; they are listed, with their values,
 // in `not_applied` for the caller to report: repetition_penalty != 1, num_beams > 1,
 // no_repeat_ngram_size > 0, typical_p / min_p / epsilon_cutoff / eta_cutoff cuts,
 // max_length (only max_new_tokens is read), and any other key.
+#include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +33,11 @@ namespace mantissa::models {
 struct HfGenerationDefaults {
   GenerateOptions options;
   std::vector<std::string> not_applied;  // "repetition_penalty=1.1", ...
+  // The keys of the file `options` took ("do_sample", "temperature", "top_k", "top_p",
+  // "max_new_tokens", "eos_token_id"; the sampling ones only when do_sample is true), for a
+  // caller that sets options of its own to say which of the file's it did not use.
+  std::set<std::string> set_keys;
+  std::optional<int64_t> bos_token_id;
 };
 
 // Parses generation_config.json text (`source` names it in errors); `config` supplies the end

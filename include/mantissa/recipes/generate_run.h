@@ -32,10 +32,13 @@ struct GenerateResult {
   double seconds = 0;  // generation time (the prompt's forward included), loading excluded
 };
 
-// Loads the model, encodes the prompt (with the tokenizer's special tokens), generates and
+// Loads the model, encodes the prompt (with the tokenizer's special tokens; an empty prompt is
+// the BOS token, generation_config.json's bos_token_id else config.json's), generates and
 // calls `on_text` with each new piece of text. Stops at max_new_tokens or an end token
-// (generation_config.json's eos_token_id, else config.json's, else the tokenizer's). Throws
-// mantissa::Error for a bad model directory, adapter, precision or option, and for an empty prompt.
+// (generation_config.json's eos_token_id, else config.json's, else the tokenizer's); the file's
+// other settings are not applied, and those that differ from the options are named in one
+// warning. Throws mantissa::Error for a bad model directory, adapter, precision or option, for a
+// prompt that is not UTF-8, and for an empty prompt when the model names no BOS token.
 GenerateResult run_generate(const GenerateRunOptions& o,
                             const std::function<void(std::string_view)>& on_text = {});
 
