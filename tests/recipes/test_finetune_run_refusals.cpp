@@ -109,7 +109,7 @@ TEST(FinetuneRunRefusals, ALoraTargetThatMatchesNoLayer) {
   tiny_finetune(o, f, dir);
   o.quant.lora_targets = {"q_proj", "v_prj", "self_attn.k_proj", "c_attn"};
   EXPECT_EQ(error_of([&] { run_finetune(o, f); }),
-            "[finetune] --lora-targets: v_prj, c_attn match no layer of --model-dir '" +
+            "[finetune] --lora-targets: 'v_prj', 'c_attn' match no layer of --model-dir '" +
                 fixture("llama") +
                 "' (a LlamaForCausalLM), so no layer would get the adapters they ask for; its "
                 "Linear layers are named q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
