@@ -4,6 +4,7 @@
 # afresh, --text '' read the default corpus), in silence. Every flag of every command that takes
 # a value, as --help lists them (a flag added later is covered too), now refuses it naming the
 # flag; so does --config '', and a --config file's "".
+# (--sample-prompt and generate --prompt take "": a prompt from a newline, from BOS.)
 # Usage: cli_empty_flag_values.sh <mantissa binary>
 set -u
 cli="$1"
@@ -16,6 +17,8 @@ for command in $(commands); do
   # (info takes no value.)
   while read -r flag type; do
     [ "$flag" != --sample-prompt ] || continue  # "" is a prompt: below
+    # generate's "" starts from BOS (cli_generate_prompt_and_generation_config.sh).
+    [ "$command $flag" != "generate --prompt" ] || continue
     for form in separate joined; do
       if [ $form = separate ]; then
         "$cli" "$command" "$flag" '' >"$dir/out" 2>"$dir/err" </dev/null
@@ -38,7 +41,7 @@ done
 # The commands' flags are many: a --help format the parser above misses would check none.
 [ $checked -ge 200 ] || fail "only $checked flags checked"
 
-# The one flag whose "" means something: the GPT's sample starts from a newline.
+# A flag whose "" means something: the GPT's sample starts from a newline.
 yes 'the quick brown fox jumps over the lazy dog' | head -n 60 >"$dir/corpus"
 "$cli" train --model gpt --layers 1 --width 16 --heads 2 --context 8 --max-steps 1 --no-progress-bar \
   --text "$dir/corpus" --sample-tokens 4 --sample-prompt '' >"$dir/out" 2>&1 ||
