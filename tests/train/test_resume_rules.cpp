@@ -13,6 +13,7 @@
 #include <numbers>
 #include <thread>
 
+#include "mantissa/optim/warmup_cosine_lr.h"
 #include "mantissa/train/checkpoint/checkpoint.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
 #include "mantissa/train/signals.h"
@@ -46,6 +47,7 @@ struct Spec {
   std::optional<uint64_t> seed = 17;
   double lr = 0.01;
   int64_t cosine_t_max = 0;  // > 0: CosineAnnealingLR stepped every optimizer step
+  int64_t warmup_steps = 0;  // > 0: WarmupCosineLR's linear warm-up, stepped every step
   int64_t max_steps = -1;
   std::string resume;
   int64_t save_at_step = -1;  // saves `save_path` after this global step
@@ -133,6 +135,13 @@ Result run(const Spec& s) {
     t.schedulers = [t_max](optim::Optimizer& opt) {
       return std::vector<LRSchedulerConfig>{
           {std::make_shared<optim::CosineAnnealingLR>(opt, t_max), "step", 1}};
+    };
+  }
+  if (s.warmup_steps > 0) {
+    const int64_t warmup = s.warmup_steps;
+    t.schedulers = [warmup](optim::Optimizer& opt) {
+      return std::vector<LRSchedulerConfig>{
+          {std::make_shared<optim::WarmupCosineLR>(opt, warmup, 0), "step", 1}};
     };
   }
   TinyModule module(t);
@@ -232,6 +241,24 @@ TEST(ResumeRules, LearningRateChangedUnderCosineKeepsTheScheduleShape) {
                      0.02 * (1 + std::cos(std::numbers::pi * step / 8)) / 2)
         << "step " << step;
   }
+  fs::remove_all(dir);
+}
+
+// Under a warm-up the optimizer's lr starts at a fraction of the peak (a tenth over 10 steps):
+// the warning compares the peaks, the lrs the runs were given (it said 0.001 and 0.002).
+TEST(ResumeRules, LearningRateChangedUnderAWarmUpIsSaidAsThePeak) {
+  const fs::path dir = temp_dir("lr_warmup");
+  const std::string mid = (dir / "mid.safetensors").string();
+  run({.warmup_steps = 10, .save_at_step = 2, .save_path = mid});
+  ::testing::internal::CaptureStderr();
+  const Result resumed = run({.lr = 0.02, .warmup_steps = 10, .resume = mid});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(err,
+                       "the learning rate was 0.01 in the checkpoint and is 0.02 in this run: "
+                       "applying 0.02 from step 2 on (as the LR schedulers' base"))
+      << err;
+  ASSERT_FALSE(resumed.lr_after_step.empty());
+  EXPECT_DOUBLE_EQ(resumed.lr_after_step[0], 0.02 * 4 / 10);  // after step 3 of the warm-up
   fs::remove_all(dir);
 }
 

@@ -167,17 +167,22 @@ std::string lrs_text(const std::vector<double>& lrs) {
   return fmt::format("{}", fmt::join(lrs, ", "));
 }
 
-// A changed learning rate: in the configured lrs, or in any scheduler's base lrs.
+// A changed learning rate: in the configured lrs, or in any scheduler's base lrs. The warning
+// compares the peak lrs, the schedulers' base lrs when there are schedulers: the configured
+// ones are what the schedulers' first factor made of them (a warm-up's first step: a tenth of
+// the peak over 10 steps), not the lr the run was given.
 void plan_lr(const Trainer& trainer, const std::optional<RunConfig>& saved,
              const nlohmann::json& saved_schedulers, int64_t global_step, ResumePlan& plan) {
   const RunConfig& live = trainer.run_config();
   bool changed = false;
-  std::vector<double> old_lrs;
+  std::vector<double> old_lrs, new_lrs;
   if (saved && saved->configured_lrs.size() == live.configured_lrs.size() &&
       saved->configured_lrs != live.configured_lrs) {
     changed = true;
     old_lrs = saved->configured_lrs;
+    new_lrs = live.configured_lrs;
   }
+  bool base_changed = false;
   for (size_t i = 0; i < live.scheduler_base_lrs.size() && i < saved_schedulers.size(); ++i) {
     const auto base = saved_schedulers[i].find("base_lrs");
     if (base == saved_schedulers[i].end() || !base->is_array()) continue;  // the loader refuses
@@ -186,7 +191,11 @@ void plan_lr(const Trainer& trainer, const std::optional<RunConfig>& saved,
     if (saved_base.size() == live.scheduler_base_lrs[i].size() &&
         saved_base != live.scheduler_base_lrs[i]) {
       changed = true;
-      if (old_lrs.empty()) old_lrs = saved_base;
+      if (!base_changed) {
+        old_lrs = saved_base;
+        new_lrs = live.scheduler_base_lrs[i];
+      }
+      base_changed = true;
     }
   }
   if (!changed) return;
@@ -198,7 +207,7 @@ void plan_lr(const Trainer& trainer, const std::optional<RunConfig>& saved,
   plan.warnings.push_back(fmt::format(
       "the learning rate was {} in the checkpoint and is {} in this run: applying {} from step "
       "{} on{}",
-      lrs_text(old_lrs), lrs_text(live.configured_lrs), lrs_text(live.configured_lrs), global_step,
+      lrs_text(old_lrs), lrs_text(new_lrs), lrs_text(new_lrs), global_step,
       live.scheduler_base_lrs.empty() ? "" : " (as the LR schedulers' base, keeping their shape)"));
 }
 
