@@ -405,7 +405,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   const int64_t max_steps =
       f.max_steps.value_or(f.epochs ? int64_t{-1} : FinetuneOptions::kDefaultMaxSteps);
   const int64_t max_epochs = f.epochs.value_or(-1);
-  train::TrainerOptions topts = make_trainer_options(o);
+  train::TrainerOptions topts = make_trainer_options(o, kWhere);
   topts.max_steps = max_steps;
   topts.max_epochs = max_epochs;
   topts.gradient_clip_val = f.gradient_clip_val.value_or(1.0);

@@ -60,9 +60,22 @@ class ResumeAnnouncer : public train::Callback {
   }
 };
 
+// The metrics a run's module logs during fit, and the module as errors name it.
+struct FitMetrics {
+  const std::vector<std::string>& names;
+  std::string module;
+};
+
+// finetune and the GPT train a LanguageModel, the image models an ImageClassifier.
+FitMetrics fit_metrics(const TrainOptions& o, std::string_view command) {
+  if (command == "finetune") return {models::LanguageModel::fit_metric_names(), "a fine-tune"};
+  if (o.model == "gpt") return {models::LanguageModel::fit_metric_names(), "the gpt"};
+  return {models::ImageClassifier::fit_metric_names(), "the " + o.model};
+}
+
 }  // namespace
 
-train::BatchLimit parse_batch_limit(const std::string& s, const char* flag) {
+train::BatchLimit parse_batch_limit(const std::string& s, const char* flag, const char* where) {
   size_t used = 0;
   double v = 0;
   try {
@@ -73,10 +86,10 @@ train::BatchLimit parse_batch_limit(const std::string& s, const char* flag) {
   // Decimal only: stod also reads hex ("0x10" was 16 batches), "inf" and "nan".
   MANTISSA_CHECK(used == s.size() && used > 0 && std::isfinite(v) && v >= 0 &&
                      s.find_first_not_of("0123456789.eE+-") == std::string::npos,
-                 "train", "{} expects a fraction like 0.25 or a batch count like 10, got '{}'",
-                 flag, s);
+                 where, "{} expects a fraction like 0.25 or a batch count like 10, got '{}'", flag,
+                 s);
   if (s.find_first_of(".eE") != std::string::npos) {
-    MANTISSA_CHECK(v <= 1, "train", "{} as a fraction must be at most 1.0, got {}", flag, s);
+    MANTISSA_CHECK(v <= 1, where, "{} as a fraction must be at most 1.0, got {}", flag, s);
     return train::BatchLimit::fraction(v);
   }
   return train::BatchLimit::batches(static_cast<int64_t>(v));
@@ -104,8 +117,8 @@ std::string nothing_trained_reason(const RunLimits& limits, const train::Trainer
   return "no optimizer step ran";
 }
 
-train::TrainerOptions make_trainer_options(const TrainOptions& o) {
-  check_trainer_flags(o, "train");  // in the flags' names, before the library's own checks
+train::TrainerOptions make_trainer_options(const TrainOptions& o, const char* command) {
+  check_trainer_flags(o, command);  // in the flags' names, before the library's own checks
   train::TrainerOptions t;
   // nf4/fp4/int8 modes: the bitsandbytes plugin object (with the --quant-* options).
   t.plugin = make_quant_plugin(o.precision, o.quant);
@@ -117,7 +130,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.amp_backend = o.amp_backend;
   t.amp_level = o.amp_level;
   if (!o.amp_loss_scale.empty()) {
-    MANTISSA_CHECK(o.amp_backend == "apex", "train",
+    MANTISSA_CHECK(o.amp_backend == "apex", command,
                    "--amp-loss-scale applies to --amp-backend apex (the native 16-mixed scaler is "
                    "always dynamic)");
     t.precision_options["loss_scale"] = o.amp_loss_scale;
@@ -126,7 +139,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   for (const auto& [flag, value, what] :
        {std::tuple{"--min-epochs", o.min_epochs, "epochs"},
         std::tuple{"--min-steps", o.min_steps, "optimizer steps"}}) {
-    MANTISSA_CHECK(value >= 0, "train", "{} must be 0 (no minimum) or a number of {}, got {}", flag,
+    MANTISSA_CHECK(value >= 0, command, "{} must be 0 (no minimum) or a number of {}, got {}", flag,
                    what, value);
   }
   t.min_epochs = o.min_epochs;
@@ -135,13 +148,14 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.accumulate_grad_batches = o.accumulate_grad_batches;
   t.gradient_clip_val = o.gradient_clip_val;
   t.gradient_clip_algorithm = o.gradient_clip_algorithm;
-  t.limit_train_batches = parse_batch_limit(o.limit_train_batches, "--limit-train-batches");
-  t.val_check_interval = parse_batch_limit(o.val_check_interval, "--val-check-interval");
+  t.limit_train_batches =
+      parse_batch_limit(o.limit_train_batches, "--limit-train-batches", command);
+  t.val_check_interval = parse_batch_limit(o.val_check_interval, "--val-check-interval", command);
   // Not given: the Trainer's default (every batch); the GPT's run sets its own (gpt_run.cpp).
   if (!o.limit_val_batches.empty())
-    t.limit_val_batches = parse_batch_limit(o.limit_val_batches, "--limit-val-batches");
+    t.limit_val_batches = parse_batch_limit(o.limit_val_batches, "--limit-val-batches", command);
   if (!o.limit_test_batches.empty())
-    t.limit_test_batches = parse_batch_limit(o.limit_test_batches, "--limit-test-batches");
+    t.limit_test_batches = parse_batch_limit(o.limit_test_batches, "--limit-test-batches", command);
   // No validation batch turns validation off (the Trainer; not under --overfit-batches or
   // --fast-dev-run, which validate their own batches): a callback monitoring a validation
   // metric would wait for a value never logged. Lightning's EarlyStopping fails at its first
@@ -152,7 +166,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     for (const auto& [flag, metric] :
          {std::pair{"--early-stopping-monitor", &o.early_stopping_monitor},
           std::pair{"--checkpoint-monitor", &o.checkpoint_monitor}}) {
-      MANTISSA_CHECK(!metric->starts_with("val_"), "train",
+      MANTISSA_CHECK(!metric->starts_with("val_"), command,
                      "{} {} is a validation metric, but --limit-val-batches {} turns validation "
                      "off, so it is never logged (Lightning's EarlyStopping fails on it at its "
                      "first check); monitor a training metric such as train_loss, or validate "
@@ -160,25 +174,24 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
                      flag, *metric, o.limit_val_batches);
     }
   }
-  // The reference models log a fixed set of metrics during fit: a monitor naming another (a
-  // typo such as val_los, or test_loss, logged only after training) was found missing at the
-  // first check, after an epoch of training, with no checkpoint written.
-  const std::vector<std::string>& logged = o.model == "gpt"
-                                               ? models::LanguageModel::fit_metric_names()
-                                               : models::ImageClassifier::fit_metric_names();
+  // The run's module logs a fixed set of metrics during fit: a monitor naming another (a typo
+  // such as val_los, or test_loss, logged only after training) was found missing at the first
+  // check, after an epoch of training, with no checkpoint written.
+  const FitMetrics logged = fit_metrics(o, command);
   for (const auto& [flag, metric] :
        {std::pair{"--early-stopping-monitor", &o.early_stopping_monitor},
         std::pair{"--checkpoint-monitor", &o.checkpoint_monitor}}) {
-    if (metric->empty() || std::find(logged.begin(), logged.end(), *metric) != logged.end())
+    if (metric->empty() ||
+        std::find(logged.names.begin(), logged.names.end(), *metric) != logged.names.end())
       continue;
-    const std::string meant = likely_meant(*metric, logged);
-    fail("train", "{} {} is not a metric the {} logs while it trains{}; it logs {}", flag,
-         quote_untrusted(*metric, 64), o.model,
+    const std::string meant = likely_meant(*metric, logged.names);
+    fail(command, "{} {} is not a metric {} logs while it trains{}; it logs {}", flag,
+         quote_untrusted(*metric, 64), logged.module,
          meant.empty() ? std::string() : fmt::format(" (did you mean {}?)", meant),
-         fmt::join(logged, ", "));
+         fmt::join(logged.names, ", "));
   }
   // 0 would validate after every batch (the interval is at least one batch): never what is meant.
-  MANTISSA_CHECK(t.val_check_interval.resolve_interval(1 << 20) > 0, "train",
+  MANTISSA_CHECK(t.val_check_interval.resolve_interval(1 << 20) > 0, command,
                  "--val-check-interval must be a fraction of an epoch in (0, 1] or a batch count "
                  ">= 1, got '{}' (fewer validations: a larger interval; none: "
                  "--limit-val-batches 0)",
@@ -187,7 +200,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.enable_checkpointing = !o.checkpoint_dir.empty();
   t.seed = o.seed;
   t.log_every_n_steps = o.log_every_n_steps;
-  MANTISSA_CHECK(o.fp8_stats_every >= 0, "train",
+  MANTISSA_CHECK(o.fp8_stats_every >= 0, command,
                  "--fp8-stats-every must be at least 1 optimizer step, or 0 to follow "
                  "--log-every-n-steps; got {}",
                  o.fp8_stats_every);
@@ -202,7 +215,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
   t.detect_anomaly = o.detect_anomaly;
   t.cuda_graphs = o.cuda_graphs && o.model == "gpt";  // the others ignore it (ignored_flags)
   if (!o.overfit_batches.empty()) {
-    t.overfit_batches = parse_batch_limit(o.overfit_batches, "--overfit-batches");
+    t.overfit_batches = parse_batch_limit(o.overfit_batches, "--overfit-batches", command);
   }
   t.callbacks = o.callbacks;
   // First, so the confirmation precedes what the other callbacks print at the fit's start.
@@ -212,7 +225,7 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     for (const auto& [flag, given] :
          {std::pair{"--checkpoint-monitor", !o.checkpoint_monitor.empty()},
           std::pair{"--every-n-train-steps", o.every_n_train_steps != 0}}) {
-      MANTISSA_CHECK(!given, "train",
+      MANTISSA_CHECK(!given, command,
                      "{} needs --checkpoint-dir (the directory its checkpoints go to)", flag);
     }
   }
@@ -235,19 +248,15 @@ train::TrainerOptions make_trainer_options(const TrainOptions& o) {
     es.mode = o.early_stopping_mode;
     es.patience = o.early_stopping_patience;
     es.min_delta = o.early_stopping_min_delta;
-    // As Lightning's EarlyStopping decides by default: at each epoch's end when the epoch
-    // validates once, at its end; after every validation when it validates more often (the
-    // GPT's --eval-interval, --val-check-interval). A GPT run is mostly shorter than an epoch:
-    // checked at epoch ends only, it would be checked once, at the last step, whatever its
-    // patience.
-    es.check_on_train_epoch_end = o.model != "gpt" && t.val_check_interval.is_fraction() &&
-                                  t.val_check_interval.value() == 1.0;
+    // check_on_train_epoch_end left unset: the callback decides at setup, from the Trainer's
+    // final val_check_interval (the GPT and finetune set theirs from --eval-interval after
+    // this), as Lightning's EarlyStopping does.
     es.verbose = !o.quiet;
     t.callbacks.push_back(std::make_shared<train::EarlyStopping>(es));
   }
   if (!o.quiet && o.model_summary)
     t.callbacks.push_back(std::make_shared<train::ModelSummary>(/*max_depth=*/2));
-  MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", "train",
+  MANTISSA_CHECK(o.logger.empty() || o.logger == "csv" || o.logger == "tensorboard", command,
                  "unknown --logger '{}'; valid values are: csv, tensorboard", o.logger);
   // A logger makes its version_N directory when it is made: on rank 0 alone, or another rank
   // could take version_0 first and rank 0's metrics land in version_1 beside an empty one.

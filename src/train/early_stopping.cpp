@@ -27,6 +27,13 @@ std::string EarlyStopping::state_key() const {
   return fmt::format("EarlyStopping{{monitor={}, mode={}}}", options_.monitor, options_.mode);
 }
 
+void EarlyStopping::setup(Trainer& trainer, TrainModule&, const std::string&) {
+  const TrainerOptions& t = trainer.options();
+  check_on_train_epoch_end_ = options_.check_on_train_epoch_end.value_or(
+      t.val_check_interval.is_fraction() && t.val_check_interval.value() == 1.0 &&
+      t.check_val_every_n_epoch == 1);
+}
+
 bool EarlyStopping::better(double a, double b) const {
   return options_.mode == "min" ? a < b : a > b;
 }
@@ -35,11 +42,11 @@ void EarlyStopping::on_train_epoch_end(Trainer& trainer, TrainModule&) {
   // An epoch that check_val_every_n_epoch leaves without validation has no new value to judge
   // (Lightning checks after the validations then): checking would count the last validation's
   // value again, or find none after the first epoch.
-  if (options_.check_on_train_epoch_end && !trainer.epoch_skips_validation()) check(trainer);
+  if (check_on_train_epoch_end_ && !trainer.epoch_skips_validation()) check(trainer);
 }
 
 void EarlyStopping::on_validation_end(Trainer& trainer, TrainModule&) {
-  if (!options_.check_on_train_epoch_end && !trainer.sanity_checking()) check(trainer);
+  if (!check_on_train_epoch_end_ && !trainer.sanity_checking()) check(trainer);
 }
 
 std::string EarlyStopping::evaluate(double current) {

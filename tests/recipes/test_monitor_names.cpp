@@ -38,6 +38,23 @@ TEST(MonitorNames, AMetricTheModelDoesNotLogIsRefusedBeforeTraining) {
   expect_error([&] { make_trainer_options(g); }, {"the gpt logs"});
 }
 
+// finetune trains a LanguageModel, as the GPT does: its monitors are checked against those
+// metrics, in its own name (they were checked against the mlp's, so val_ppl was refused and
+// val_acc failed only once training had started).
+TEST(MonitorNames, AFineTuneIsCheckedAgainstTheLanguageModelsMetrics) {
+  TrainOptions o;  // finetune leaves --model at its default
+  o.checkpoint_dir = "unused";
+  for (const std::string& name : models::LanguageModel::fit_metric_names()) {
+    o.checkpoint_monitor = name;
+    o.early_stopping_monitor = name;
+    EXPECT_NO_THROW(make_trainer_options(o, "finetune")) << name;
+  }
+  o.early_stopping_monitor = "val_acc";
+  expect_error([&] { make_trainer_options(o, "finetune"); },
+               {"[finetune] --early-stopping-monitor 'val_acc' is not a metric a fine-tune logs "
+                "while it trains; it logs train_loss, val_loss, val_ppl, val_bpb"});
+}
+
 TEST(MonitorNames, EveryMetricTheModelLogsIsAccepted) {
   for (const std::string& model : {"mlp", "cnn", "vit", "gpt"}) {
     const auto& names = model == "gpt" ? models::LanguageModel::fit_metric_names()

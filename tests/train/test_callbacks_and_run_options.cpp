@@ -68,6 +68,29 @@ TEST(EarlyStopping, StopsAfterPatienceChecksWithoutImprovement) {
   EXPECT_NE(es->stopped_reason().find("did not improve"), std::string::npos);
 }
 
+// Validating inside an epoch (val_check_interval of 2 of its 4 batches), EarlyStopping judges
+// every validation by default, as Lightning's: the second, at step 4, does not improve and
+// patience 1 stops there. Checked at epoch ends only, it judged the epochs' last validations
+// and stopped an epoch later, with the best of those. check_on_train_epoch_end = true keeps
+// the epoch-end checks.
+TEST(EarlyStopping, ChecksEveryValidationInsideAnEpochByDefault) {
+  for (const std::optional<bool> at_epoch_end : {std::optional<bool>(), std::optional(true)}) {
+    TinyModule module(TinyOptions{.skip = [](int64_t) { return true; }});
+    auto es = std::make_shared<EarlyStopping>(EarlyStoppingOptions{
+        .monitor = "val_loss", .patience = 1, .check_on_train_epoch_end = at_epoch_end});
+    TrainerOptions o = quiet_options();
+    o.max_epochs = 10;
+    o.val_check_interval = BatchLimit::batches(2);
+    o.callbacks = {es};
+    Trainer trainer(o);
+    Loaders l;
+    trainer.fit(module, l.train, &l.val);
+    EXPECT_EQ(es->checks_on_train_epoch_end(), at_epoch_end.has_value());
+    EXPECT_EQ(trainer.global_step(), at_epoch_end ? 8 : 4);
+    EXPECT_EQ(es->stopped_epoch(), at_epoch_end ? 1 : 0);
+  }
+}
+
 TEST(EarlyStopping, ImprovingMetricRunsAllEpochsAndThresholdsStopEarly) {
   Loaders l;
   {

@@ -1,8 +1,8 @@
 #pragma once
 // The Trainer options every `mantissa train` model shares, from the command line's
 // TrainOptions: the limits in their "0.25 or 10" form, checkpoints, loggers and the progress
-// bar, early stopping and the other callbacks. Used by every model (train_loop.cpp,
-// train_gpt.cpp).
+// bar, early stopping and the other callbacks. Used by every model (image_run.cpp, gpt_run.cpp)
+// and by finetune (finetune_run.cpp).
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -13,8 +13,10 @@
 namespace mantissa::recipes {
 
 // "0.25" (has a '.', 'e' or 'E') is a fraction of an epoch, "10" a number of batches. Throws
-// naming `flag` for anything else, negative values and fractions above 1.
-train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
+// naming `flag` (tagged `where`, the command) for anything else, negative values and fractions
+// above 1.
+train::BatchLimit parse_batch_limit(const std::string& text, const char* flag,
+                                    const char* where = "train");
 
 // Fills precision (or the quantizing plugin), accelerator, seed, accumulate_grad_batches,
 // gradient_clip_val/algorithm, limit_train_batches, val_check_interval, the ModelCheckpoint of
@@ -24,8 +26,11 @@ train::BatchLimit parse_batch_limit(const std::string& text, const char* flag);
 // check_val_every_n_epoch, num_sanity_val_steps, detect_anomaly, a LearningRateMonitor with a
 // logger and the model summary (unless o.quiet), the line that confirms a --resume (where it
 // goes on from; unless o.quiet), an Fp8StatsMonitor under the transformer-engine precisions. Throws
-// for an unknown --logger and bad values.
-train::TrainerOptions make_trainer_options(const TrainOptions& o);
+// for an unknown --logger and bad values, and for a --checkpoint-monitor or
+// --early-stopping-monitor the run's module does not log while it trains (a fine-tune's and the
+// GPT's: LanguageModel::fit_metric_names; the image models': ImageClassifier's), its errors
+// tagged `command` ("train", "finetune").
+train::TrainerOptions make_trainer_options(const TrainOptions& o, const char* command = "train");
 
 // What the final evaluation of a `mantissa train` run (the image models' final test accuracy,
 // the GPT's final validation loss) is, after fit: a test after fit (trainer.test() in Lightning),
