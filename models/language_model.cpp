@@ -15,6 +15,7 @@
 #include "mantissa/ops/reduce.h"
 #include "mantissa/optim/adamw.h"
 #include "mantissa/optim/warmup_cosine_lr.h"
+#include "mantissa/train/step_items.h"
 #include "mantissa/train/trainer.h"
 
 namespace mantissa::models {
@@ -105,9 +106,10 @@ Tensor LanguageModel::training_step(const data::Example& batch, int64_t batch_id
           : GPT::loss(logits, batch.target, Reduction::kSum) * trainer().item_loss_scale();
   step_loss_ += loss.item();
   // The step's loss is known at its last batch: logged then, once a step (under ddp the
-  // Trainer's mean of the ranks' sums is the step's token-weighted mean).
+  // Trainer's mean of the ranks' sums is the step's token-weighted mean). A step without a
+  // trained target has none: its 0 would pull the logged and printed means down.
   if (trainer().batch_ends_step()) {
-    on_training_loss(step_loss_);
+    if (!train::step_has_no_items(trainer())) on_training_loss(step_loss_);
     step_loss_ = 0;
   }
   return loss;

@@ -5,13 +5,42 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "mantissa/core/allocator.h"
+#include "mantissa/core/warning.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/report/metric_text.h"
 
 namespace mantissa::recipes {
+namespace {
+
+// The optimizer steps in [from, to) (global steps, counted from 0) that trained no token: a
+// fine-tune's steps whose blocks hold prompt tokens only have no loss (NaN in step_losses,
+// train/step_items.h). A resumed run without the checkpoint's history counts what it has.
+int64_t steps_without_tokens(const train::Trainer& trainer, int64_t from, int64_t to) {
+  const std::vector<double>& losses = trainer.step_losses();
+  const int64_t offset = trainer.global_step() - static_cast<int64_t>(losses.size());
+  int64_t n = 0;
+  for (int64_t s = std::max(from, offset); s < to; ++s) n += std::isnan(losses[s - offset]);
+  return n;
+}
+
+// Once, after a fit most of whose steps trained no token: why, and what to do.
+void warn_if_most_steps_trained_nothing(const train::Trainer& trainer, int64_t first_step) {
+  const int64_t steps = trainer.global_step() - first_step;
+  const int64_t empty = steps_without_tokens(trainer, first_step, trainer.global_step());
+  if (steps == 0 || 2 * empty <= steps) return;
+  warn_once(fmt::format(
+      "{} of the {} optimizer steps trained no token: their --block-size windows hold prompt "
+      "tokens only (the completions fall outside them), so those steps have no token to learn "
+      "from and no loss (null in step_losses); a larger --block-size puts the completions in "
+      "the windows",
+      empty, steps));
+}
+
+}  // namespace
 
 void ValidationPrinter::on_validation_end(train::Trainer& trainer, train::TrainModule& module) {
   const auto& lm = dynamic_cast<const models::LanguageModel&>(module);
@@ -28,8 +57,11 @@ void ValidationPrinter::on_validation_end(train::Trainer& trainer, train::TrainM
   // the first): labelled with their count, as the progress bar's loss is the epoch's mean.
   const std::vector<models::ValidationRecord>& h = lm.history();
   const int64_t since = r.step - (h.size() >= 2 ? h[h.size() - 2].step : 0);
-  fmt::print("{}step {}/{}  train loss (last {} step{}) {}  val loss {} {}{}\n",
-             tty_ ? "\r\033[K" : "", r.step, total_steps_, since, since == 1 ? "" : "s",
+  // Steps without a trained token have no loss: L is the mean of the others.
+  const int64_t empty = steps_without_tokens(trainer, r.step - since, r.step);
+  const std::string untrained = empty > 0 ? fmt::format(", {} trained no token", empty) : "";
+  fmt::print("{}step {}/{}  train loss (last {} step{}{}) {}  val loss {} {}{}\n",
+             tty_ ? "\r\033[K" : "", r.step, total_steps_, since, since == 1 ? "" : "s", untrained,
              train::metric_text(r.train_loss), train::metric_text(r.val_loss), unit_, speed);
   std::fflush(stdout);
 }
@@ -64,6 +96,7 @@ FitOutcome fit_language_model(train::Trainer& trainer, models::LanguageModel& lm
                                       setup.rank_batches, "--limit-train-batches", "train"),
                                   .fit_start = &fit_start},
                                  m);
+  warn_if_most_steps_trained_nothing(trainer, fit_start.step);
   // What follows treats a stopped save as it treats divergence: no final evaluation, sample or
   // --save-weights file (the run did not reach its end).
   const bool stopped = fit.stopped();

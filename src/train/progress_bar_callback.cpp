@@ -1,6 +1,7 @@
 #include "mantissa/train/progress_bar_callback.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "mantissa/train/trainer.h"
 
@@ -38,8 +39,10 @@ void ProgressBarCallback::on_train_batch_end(Trainer& trainer, TrainModule& modu
   // The step's loss (step_losses), known when the step is taken (the end of an accumulation
   // window), as the epoch line's and the loggers' are: under ddp this rank's batch loss is half
   // the story (the job's is averaged over the ranks), and under an item-weighted loss
-  // (TrainModule::loss_items) a batch returns only its share of the step's.
-  if (trainer.global_step() > last_step_ && !trainer.step_losses().empty())
+  // (TrainModule::loss_items) a batch returns only its share of the step's. A step without a
+  // loss (NaN: skipped, or without an item, step_items.h) shows none.
+  if (trainer.global_step() > last_step_ && !trainer.step_losses().empty() &&
+      !std::isnan(trainer.step_losses().back()))
     metrics["loss"] = trainer.step_losses().back();
   last_step_ = trainer.global_step();
   const int64_t batch_size =

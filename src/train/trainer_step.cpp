@@ -14,6 +14,7 @@
 #include "mantissa/ops/elementwise.h"
 #include "mantissa/optim/grad_scaler.h"
 #include "mantissa/train/graphed_step.h"
+#include "mantissa/train/step_items.h"
 #include "train/loss_reach_check.h"
 #include "train/trainer_internal.h"
 
@@ -117,7 +118,9 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     // its sums with average_items_across_ranks, so the mean over the ranks is the sum over every
     // item divided by their count).
     const double rank_loss = item_weighted_ ? sum_of(window_losses_) : mean_of(window_losses_);
-    step_losses_.push_back(strategy_->mean_over_ranks(rank_loss));
+    const double job_loss = strategy_->mean_over_ranks(rank_loss);
+    // A step without any item trained nothing: no loss (its shares' 0 is no mean).
+    step_losses_.push_back(item_weighted_ && step_has_no_items(*this) ? NAN : job_loss);
     window_losses_.clear();
     // Schedulers advance on every step, also one a loss scaler skipped (as Lightning does).
     step_schedulers("step", global_step_);

@@ -8,7 +8,8 @@
 //                   a batch without a trained target has loss 0.
 //                   With LanguageModelOptions::token_weighted, a step's loss is the mean over
 //                   all the trained targets of its batches (every rank's, under
-//                   TrainerOptions::average_items_across_ranks): loss_items counts them;
+//                   TrainerOptions::average_items_across_ranks): loss_items counts them; a
+//                   step without any has no loss (NaN in step_losses, no train_loss logged);
 //   validation      the mean loss over all trained validation targets, logged as "val_loss"
 //                   (nats per token; per byte for the GPT), "val_ppl" (its exp) and "val_bpb"
 //                   (bits per token);
