@@ -12,13 +12,10 @@ cli="$1"
 fx="$2/hf/finetune"
 . "$(dirname "$0")/cli_test_lib.sh"
 
-long="The little robot walks to the green hill and looks at a warm loaf of bread while the old
-sailor dreams of the silver sea and sings about an open window in the long winter"
-long=$(echo $long)
-i=0
-while [ $i -lt 24 ]; do
-  printf '{"prompt": "%s", "completion": " yes."}\n' "$long"
-  i=$((i + 1))
+# 24 records: a prompt of some 40 tokens (a phrase said eight times), a one-word completion.
+prompt=$(printf 'the old sailor dreams of the silver sea %.0s' 1 2 3 4 5 6 7 8)
+for i in $(seq 24); do
+  printf '{"prompt": "%s", "completion": " yes."}\n' "$prompt"
 done >"$dir/long.jsonl"
 
 run="finetune --model-dir $fx/llama --data $dir/long.jsonl --block-size 4 --lora-rank 4

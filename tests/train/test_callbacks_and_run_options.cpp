@@ -82,8 +82,8 @@ TEST(EarlyStopping, ChecksEveryValidationInsideAnEpochByDefault) {
     o.max_epochs = 10;
     o.val_check_interval = BatchLimit::batches(2);
     o.callbacks = {es};
-    Trainer trainer(o);
     Loaders l;
+    Trainer trainer(o);
     trainer.fit(module, l.train, &l.val);
     EXPECT_EQ(es->checks_on_train_epoch_end(), at_epoch_end.has_value());
     EXPECT_EQ(trainer.global_step(), at_epoch_end ? 8 : 4);

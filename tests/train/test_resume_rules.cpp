@@ -226,13 +226,23 @@ TEST(ResumeRules, LearningRateChangedWarnsAndApplies) {
   for (double lr : resumed.lr_after_step) EXPECT_EQ(lr, 0.02);
 }
 
-TEST(ResumeRules, LearningRateChangedUnderCosineKeepsTheScheduleShape) {
-  const fs::path dir = temp_dir("lr_cosine");
-  const std::string mid = (dir / "mid.safetensors").string();
-  run({.cosine_t_max = 8, .save_at_step = 2, .save_path = mid});
+// Runs `first` to a checkpoint of step 2 and `then` resumed from it, into `resumed`; returns
+// what the resumed run said on stderr.
+std::string resume_at_step_2(const std::string& name, Spec first, Spec then, Result& resumed) {
+  const fs::path dir = temp_dir(name);
+  first.save_at_step = 2;
+  first.save_path = then.resume = (dir / "mid.safetensors").string();
+  run(first);
   ::testing::internal::CaptureStderr();
-  const Result resumed = run({.lr = 0.02, .cosine_t_max = 8, .resume = mid});
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  resumed = run(then);
+  fs::remove_all(dir);
+  return ::testing::internal::GetCapturedStderr();
+}
+
+TEST(ResumeRules, LearningRateChangedUnderCosineKeepsTheScheduleShape) {
+  Result resumed;
+  const std::string err =
+      resume_at_step_2("lr_cosine", {.cosine_t_max = 8}, {.lr = 0.02, .cosine_t_max = 8}, resumed);
   EXPECT_TRUE(contains(err, "as the LR schedulers' base")) << err;
   ASSERT_EQ(resumed.lr_after_step.size(), 6u);  // steps 3..8
   for (size_t i = 0; i < 6; ++i) {
@@ -241,25 +251,20 @@ TEST(ResumeRules, LearningRateChangedUnderCosineKeepsTheScheduleShape) {
                      0.02 * (1 + std::cos(std::numbers::pi * step / 8)) / 2)
         << "step " << step;
   }
-  fs::remove_all(dir);
 }
 
 // Under a warm-up the optimizer's lr starts at a fraction of the peak (a tenth over 10 steps):
 // the warning compares the peaks, the lrs the runs were given (it said 0.001 and 0.002).
 TEST(ResumeRules, LearningRateChangedUnderAWarmUpIsSaidAsThePeak) {
-  const fs::path dir = temp_dir("lr_warmup");
-  const std::string mid = (dir / "mid.safetensors").string();
-  run({.warmup_steps = 10, .save_at_step = 2, .save_path = mid});
-  ::testing::internal::CaptureStderr();
-  const Result resumed = run({.lr = 0.02, .warmup_steps = 10, .resume = mid});
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  Result resumed;
+  const std::string err = resume_at_step_2("lr_warmup", {.warmup_steps = 10},
+                                           {.lr = 0.02, .warmup_steps = 10}, resumed);
   EXPECT_TRUE(contains(err,
                        "the learning rate was 0.01 in the checkpoint and is 0.02 in this run: "
                        "applying 0.02 from step 2 on (as the LR schedulers' base"))
       << err;
   ASSERT_FALSE(resumed.lr_after_step.empty());
   EXPECT_DOUBLE_EQ(resumed.lr_after_step[0], 0.02 * 4 / 10);  // after step 3 of the warm-up
-  fs::remove_all(dir);
 }
 
 // ---- LR schedule: a changed schedule is refused; an unchanged one resumes bit for bit ----
