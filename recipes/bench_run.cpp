@@ -208,14 +208,8 @@ std::vector<BenchResult> run_bench(const BenchOptions& options) {
                  o.model);
   MANTISSA_CHECK(o.model == "gpt" || !o.gpt_activation_checkpointing, "bench",
                  "--activation-checkpointing applies to --model gpt only");
-  MANTISSA_CHECK(
-      !o.gpt_activation_checkpointing ||
-          std::none_of(canonical.begin(), canonical.end(),
-                       [](const std::string& p) { return train::precision_traits(p).fp8; }),
-      "bench",
-      "--activation-checkpointing cannot be combined with transformer-engine yet: "
-      "FP8's delayed scaling updates its scales between the forward and the "
-      "checkpoint's replay in backward; bench it in a separate run");
+  if (o.gpt_activation_checkpointing)
+    check_activation_checkpointing(canonical, o.precision_options, "bench");
   if (o.model == "gpt") {
     // In the flags' names, as train checks them (the GPT would name its own fields).
     MANTISSA_CHECK(o.gpt_layers >= 1 && o.gpt_width >= 1 && o.gpt_heads >= 1 && o.gpt_context >= 1,

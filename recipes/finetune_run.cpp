@@ -228,9 +228,8 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
                  "--adapter {}: no such directory (a peft adapter directory holds "
                  "adapter_config.json and adapter_model.safetensors)",
                  quote_untrusted(f.adapter, kPathMaxBytes));
-  MANTISSA_CHECK(!f.activation_checkpointing || !train::precision_traits(o.precision).fp8, kWhere,
-                 "--activation-checkpointing cannot be combined with --precision {} yet",
-                 o.precision);
+  if (f.activation_checkpointing)
+    check_activation_checkpointing({o.precision}, o.precision_options, kWhere);
 }
 
 namespace {

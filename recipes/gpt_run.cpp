@@ -111,11 +111,8 @@ void validate(const TrainOptions& o, const GptOptions& g) {
   optim::check_optimizer_name(o.optimizer);
   validate_quant_options(o.quant);
   // Refused here rather than at the first forward (fp8_linear): the data and model load first.
-  MANTISSA_CHECK(!g.activation_checkpointing || !train::precision_traits(o.precision).fp8, "train",
-                 "--activation-checkpointing cannot be combined with --precision {} yet: FP8's "
-                 "delayed scaling updates its scales between the forward and the checkpoint's "
-                 "replay in backward (docs/guide.md, \"Activation checkpointing\")",
-                 o.precision);
+  if (g.activation_checkpointing)
+    check_activation_checkpointing({o.precision}, o.precision_options, "train");
 }
 
 // The optimizer steps the schedule decays over: the step limit, or the epochs' steps (the

@@ -60,4 +60,18 @@ void check_fp8_exclude_names(const std::vector<std::string>& precisions,
                            train::transformer_engine_options_from(settings).exclude);
 }
 
+void check_activation_checkpointing(const std::vector<std::string>& precisions,
+                                    const PrecisionSettings& settings, const char* command) {
+  for (const std::string& p : precisions) {
+    if (!has_fp8_layers(p)) continue;
+    const fp8::Recipe recipe = train::transformer_engine_options_from(settings).recipe;
+    const std::string refusal = recipe.checkpoint_refusal();
+    MANTISSA_CHECK(refusal.empty(), command,
+                   "--activation-checkpointing cannot be combined with --precision {} under "
+                   "--fp8-recipe {}: {} (docs/guide.md, \"Activation checkpointing\")",
+                   p, fp8::recipe_kind_name(recipe.kind), refusal);
+    return;  // every FP8 precision reads the same settings
+  }
+}
+
 }  // namespace mantissa::recipes

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "mantissa/autograd/grad_mode.h"
+#include "mantissa/nn/checkpoint.h"
 
 namespace mantissa::fp8 {
 namespace {
@@ -57,6 +58,34 @@ void reduce_current_amaxes(const std::vector<std::shared_ptr<ScalingState>>& sta
     for (Role r : roles) st->record_amax(static_cast<int>(r), amaxes[i++]);
 }
 
+// The FP8 state of a checkpointed first forward (nn/checkpoint.h, register_replay_state).
+struct CheckpointedForward {
+  bool enabled;
+  DelayedScaling recipe;
+};
+
+// Entered around the replay: the first forward's region and recipe, as a region of its own (the
+// forward's has closed by the time backward runs), and no statistics counted a second time.
+// The recipes whose casts differ between a forward and its replay refuse to run inside a
+// checkpoint (fp8_linear, Recipe::checkpoint_refusal), so the region updates no scale.
+struct CheckpointReplay {
+  explicit CheckpointReplay(const CheckpointedForward& f) : autocast(f.enabled, f.recipe) {}
+  Fp8Autocast autocast;
+  CastStatsPause no_stats;
+};
+
+void register_checkpoint_replay() {
+  nn::register_replay_state(
+      {.capture = []() -> std::shared_ptr<void> {
+         return std::make_shared<CheckpointedForward>(
+             CheckpointedForward{fp8_enabled(), fp8_recipe()});
+       },
+       .replay = [](const std::shared_ptr<void>& captured) -> std::shared_ptr<void> {
+         return std::make_shared<CheckpointReplay>(
+             *static_cast<const CheckpointedForward*>(captured.get()));
+       }});
+}
+
 }  // namespace
 
 void set_amax_reducer(AmaxReducer reducer) { amax_reducer() = std::move(reducer); }
@@ -87,6 +116,10 @@ struct Fp8Autocast::Saved {
 
 Fp8Autocast::Fp8Autocast(bool enabled, DelayedScaling recipe) {
   recipe.validate();
+  // Before the first FP8 forward can run in a checkpoint: FP8 layers compute in FP8 only
+  // inside a region.
+  static const bool replay_registered = (register_checkpoint_replay(), true);
+  (void)replay_registered;
   ThreadState& s = tls();
   saved_ = std::make_unique<Saved>(Saved{s.enabled, s.recipe});
   if (s.depth == 0) s.region = std::make_shared<Region>();

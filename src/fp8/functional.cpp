@@ -1,5 +1,6 @@
 #include "mantissa/fp8/functional.h"
 
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/reduce/sum_rows.h"
@@ -133,15 +134,16 @@ Fp8Tensor cast_slot(const Tensor& x, DType fp8, ScalingState& state, int slot,
 Tensor fp8_linear(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const std::shared_ptr<ScalingState>& state, WeightCache* cache) {
   if (!fp8_enabled()) return nn::functional::linear(input, weight, bias);
-  // Delayed scaling moves the scales when the forward's fp8_autocast region closes, before the
-  // backward: a checkpoint's replay would quantise with other scales than its forward did.
-  MANTISSA_CHECK(!nn::in_checkpoint(), "fp8 linear",
-                 "an FP8 layer cannot run inside activation checkpointing (nn::checkpoint) yet: "
-                 "delayed scaling updates its scales between the forward and the checkpoint's "
-                 "replay in backward, so the replay would not compute the forward's values; "
-                 "train FP8 models without activation checkpointing");
   MANTISSA_PROFILE_OP("fp8_linear");
   const Recipe recipe = fp8_recipe();
+  // A checkpoint's replay (autocast.cpp) must compute the values of its first forward.
+  if (nn::in_checkpoint()) {
+    const std::string refusal = recipe.checkpoint_refusal();
+    MANTISSA_CHECK(refusal.empty(), "fp8 linear",
+                   "an FP8 layer cannot run inside activation checkpointing (nn::checkpoint) "
+                   "under the '{}' recipe: {}",
+                   recipe_kind_name(recipe.kind), refusal);
+  }
   MANTISSA_CHECK(weight.dim() == 2, "fp8 linear", "weight must be 2-D, got {}",
                  shape_str(weight.shape()));
   const int64_t out_f = weight.size(0), in_f = weight.size(1);

@@ -79,7 +79,18 @@ float ScalingState::current_amax(int slot) const {
   return hist(slot)[0];
 }
 
-void ScalingState::record_amax(int slot, float amax) { accumulate_amax(hist(slot)[0], amax); }
+namespace {
+constinit thread_local int t_cast_stats_pauses = 0;
+}  // namespace
+
+CastStatsPause::CastStatsPause() { ++t_cast_stats_pauses; }
+CastStatsPause::~CastStatsPause() { --t_cast_stats_pauses; }
+bool CastStatsPause::active() { return t_cast_stats_pauses > 0; }
+
+void ScalingState::record_amax(int slot, float amax) {
+  if (CastStatsPause::active()) return;
+  accumulate_amax(hist(slot)[0], amax);
+}
 
 bool ScalingState::update(int slot, float fp8_max, const DelayedScaling& recipe) {
   resolve_own();
@@ -89,6 +100,7 @@ bool ScalingState::update(int slot, float fp8_max, const DelayedScaling& recipe)
 }
 
 void ScalingState::set_last_cast(int slot, float amax, float scale_value) {
+  if (CastStatsPause::active()) return;
   hist(slot)[0] = amax;
   scale.data<float>()[slot] = scale_value;
   scale_amax_.at(static_cast<size_t>(slot)) = amax;
@@ -105,6 +117,7 @@ std::vector<float> ScalingState::history_of(int slot) const {
 }
 
 void ScalingState::add_counts(int slot, const CastCounts& c) {
+  if (CastStatsPause::active()) return;
   CastCounts& d = counts_.at(static_cast<size_t>(slot));
   d.total += c.total;
   d.saturated += c.saturated;
@@ -120,6 +133,7 @@ CastCounts ScalingState::take_counts(int slot) {
 }
 
 void ScalingState::defer_cast_stats(int slot, DeferredCastStats stats, int64_t total) {
+  if (CastStatsPause::active()) return;
   (void)hist(slot);  // checks the slot
   MANTISSA_CHECK(stats.defined(), "fp8 meta", "internal error: no GPU cast statistics to defer");
   deferred_.push_back({slot, std::move(stats), total});

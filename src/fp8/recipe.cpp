@@ -305,6 +305,20 @@ void Recipe::validate(const std::set<std::string>& given) const {
                  margin, kMaxMargin, kMaxMargin, kMaxMargin);
 }
 
+std::string Recipe::checkpoint_refusal() const {
+  if (kind == RecipeKind::kDelayed)
+    return "delayed scaling updates its scales when the forward's FP8 region closes, before the "
+           "checkpoint's replay in backward, so the replay would not compute the forward's "
+           "values; use another --fp8-recipe (current, block, mxfp8, nvfp4, ...) or train "
+           "without activation checkpointing";
+  if (kind == RecipeKind::kMxfp4 && enable_stochastic_rounding)
+    return "mxfp4's stochastic rounding draws the random bits of the backward copies in a "
+           "forward that records a graph only, which a checkpoint's first forward does not, so "
+           "the stream would not be where it is without checkpointing; leave "
+           "--fp8-enable-stochastic-rounding off or train without activation checkpointing";
+  return "";
+}
+
 int64_t Recipe::history_rows() const { return kind == RecipeKind::kDelayed ? amax_history_len : 1; }
 
 DType Recipe::dtype_of(Role role) const {

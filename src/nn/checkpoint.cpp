@@ -3,6 +3,7 @@
 // backpropagates through the replay.
 #include "mantissa/nn/checkpoint.h"
 
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -106,6 +107,46 @@ class RngStates {
   std::vector<std::pair<Generator*, std::string>> states_;
 };
 
+std::mutex& replay_hooks_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::vector<ReplayStateHooks>& replay_hooks() {
+  static std::vector<ReplayStateHooks> hooks;
+  return hooks;
+}
+
+// What the registered hooks captured at the first forward, one entry per hook.
+class OtherStates {
+ public:
+  OtherStates() {
+    const std::lock_guard<std::mutex> lock(replay_hooks_mutex());
+    for (const ReplayStateHooks& h : replay_hooks()) captured_.emplace_back(h, h.capture());
+  }
+
+  // The captured states entered for the replay; the guards put back backward time's, the last
+  // entered first.
+  class Replay {
+   public:
+    explicit Replay(const OtherStates& saved) {
+      for (const auto& [hooks, captured] : saved.captured_)
+        guards_.push_back(hooks.replay(captured));
+    }
+    ~Replay() {
+      while (!guards_.empty()) guards_.pop_back();
+    }
+    Replay(const Replay&) = delete;
+    Replay& operator=(const Replay&) = delete;
+
+   private:
+    std::vector<std::shared_ptr<void>> guards_;
+  };
+
+ private:
+  std::vector<std::pair<ReplayStateHooks, std::shared_ptr<void>>> captured_;
+};
+
 bool any_requires_grad(const std::vector<Tensor>& ts) {
   for (const Tensor& t : ts)
     if (t.defined() && t.requires_grad()) return true;
@@ -115,6 +156,13 @@ bool any_requires_grad(const std::vector<Tensor>& ts) {
 }  // namespace
 
 bool in_checkpoint() { return t_checkpoint_depth > 0; }
+
+void register_replay_state(ReplayStateHooks hooks) {
+  MANTISSA_CHECK(hooks.capture && hooks.replay, "register_replay_state",
+                 "both hooks (capture and replay) must be set");
+  const std::lock_guard<std::mutex> lock(replay_hooks_mutex());
+  replay_hooks().push_back(std::move(hooks));
+}
 
 Tensor checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& inputs,
                   const CheckpointOptions& options) {
@@ -127,6 +175,7 @@ Tensor checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& input
   }
   const AutocastState autocast_state = AutocastState::now();
   auto rng = std::make_shared<const RngStates>(options);
+  auto others = std::make_shared<const OtherStates>();
   // The inputs as the replay gets them: the same storage, no history (the replay's graph ends
   // at them, and the outer graph continues from this node's edges).
   std::vector<Tensor> saved;
@@ -153,7 +202,7 @@ Tensor checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& input
   const size_t n_edges = edges.size();
   return autograd::record(
       out, edges, saved, "CheckpointBackward",
-      [fn, saved, wants_grad, autocast_state, rng, n_edges](const Tensor& grad_out) {
+      [fn, saved, wants_grad, autocast_state, rng, others, n_edges](const Tensor& grad_out) {
         std::vector<Tensor> replay_inputs;
         replay_inputs.reserve(saved.size());
         for (size_t i = 0; i < saved.size(); ++i) {
@@ -167,6 +216,7 @@ Tensor checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& input
           const CheckpointDepth depth;
           const autograd::RecomputeScope replay;
           const AutocastReplay autocast(autocast_state);
+          const OtherStates::Replay other(*others);
           replayed = fn(replay_inputs);
         }
         std::vector<Tensor> grads(n_edges);

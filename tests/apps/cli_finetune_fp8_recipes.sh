@@ -4,8 +4,10 @@
 # losses are finite and its last validation loss lies within 0.02 of bf16-mixed's (0.1 for mxfp4
 # and nvfp4; on this fixture they lie 0.0004-0.003 and 0.04-0.05 apart); FP8 statistics name the
 # decoder's layers; the run stopped at step 3 and resumed writes the same model file as the whole
-# run; each recipe's weights differ from delayed scaling's. A LoRA fine-tune under nvfp4 writes
-# peft's files. Refused before training: a resume under another recipe (naming both),
+# run; each recipe's weights differ from delayed scaling's. Activation checkpointing under nvfp4
+# writes the weights of the run without it. A LoRA fine-tune under nvfp4 writes peft's files.
+# Refused before training: activation checkpointing under delayed scaling (with the reason), a
+# resume under another recipe (naming both),
 # --fp8-exclude lm_head on a model whose output layer is the tied embedding, an --fp8-exclude
 # name that is no layer, and --fp8-recipe beside bf16-mixed.
 # Usage: cli_finetune_fp8_recipes.sh <mantissa binary> <fixtures dir>
@@ -41,6 +43,13 @@ for r in delayed current rowwise rowwise-gw-hp block mxfp8 mxfp4 nvfp4; do
     fail "$r: the same weights as delayed scaling's"
 done
 
+# Activation checkpointing under nvfp4 (stochastic rounding and the transform on) replays each
+# decoder layer exactly: the weights of the run without it, bit for bit.
+"$cli" finetune $F --fp8-recipe nvfp4 --activation-checkpointing --output-dir ac_nvfp4 \
+  >ac_nvfp4.txt 2>&1 || fail "nvfp4 with activation checkpointing failed"
+cmp -s a_nvfp4/model.safetensors ac_nvfp4/model.safetensors ||
+  fail "nvfp4: activation checkpointing changed the fine-tuned weights"
+
 "$cli" finetune $F --fp8-recipe nvfp4 --lora-rank 4 --output-dir lora >lora.txt 2>&1 ||
   fail "LoRA under nvfp4 failed"
 [ -f lora/adapter_config.json ] && [ -f lora/adapter_model.safetensors ] ||
@@ -56,6 +65,8 @@ refused() {  # refused NAME EXPECTED-TEXT ARGS...: the run ends with an error ho
 }
 refused resume_other "trained with the FP8 recipe 'nvfp4'.*this run uses 'current'" \
   $F --fp8-recipe current --output-dir out_resume_other --resume "ck_nvfp4/epoch=0-step=3.safetensors"
+refused ac_delayed "under --fp8-recipe delayed: delayed scaling updates its scales" \
+  $F --activation-checkpointing --output-dir out_ac_delayed
 refused tied_head "ties its output layer to the input embedding" \
   $F --fp8-exclude lm_head --output-dir out_tied_head
 refused typo "'model.layer.0', which is no layer of --model-dir" \

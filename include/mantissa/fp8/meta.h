@@ -23,6 +23,18 @@ struct CastCounts {
   double peak = 0.0;
 };
 
+// While one lives on this thread, casts record nothing into any ScalingState (record_amax,
+// set_last_cast, add_counts and defer_cast_stats do nothing): an activation checkpoint's replay
+// recomputes the casts its first forward recorded (autocast.cpp), which must not count twice.
+class CastStatsPause {
+ public:
+  CastStatsPause();
+  ~CastStatsPause();
+  CastStatsPause(const CastStatsPause&) = delete;
+  CastStatsPause& operator=(const CastStatsPause&) = delete;
+  static bool active();
+};
+
 // Where a GPU cast left its amax and counts (kernels/cuda/fp8/fp8_cuda.h): an entry of a
 // device buffer shared by many casts, read back for all of them at once. Opaque here.
 struct DeferredCastStats {

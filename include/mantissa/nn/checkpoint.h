@@ -15,15 +15,19 @@
 // - random numbers: the default generator's state, and those of `generators` (the Module form
 //   adds every nn::Dropout's and nn::MultiheadAttention's own generator); the streams after the
 //   step are as without checkpointing;
-// - BatchNorm counts the batch in its running statistics in the first forward only.
-// FP8 layers (fp8/linear.h) refuse to run inside a checkpointed function: their delayed scaling
-// updates the scales between the forward and its replay.
+// - BatchNorm counts the batch in its running statistics in the first forward only;
+// - the state of the layers above nn that register it (register_replay_state): the FP8
+//   autocast region and recipe, with the replay's casts not counted again in the FP8 layers'
+//   statistics (fp8/autocast.h). The FP8 recipes whose replay cannot compute the first
+//   forward's values (delayed scaling, mxfp4 with stochastic rounding) refuse to run inside a
+//   checkpointed function (fp8::Recipe::checkpoint_refusal).
 //
 // Without grad mode (evaluation), or when neither an input nor a listed parameter requires
 // grad, the function simply runs. Multiple outputs are not supported: the function returns one
 // Tensor. The output's graph is one node, "CheckpointBackward"; backward through it twice
 // needs retain_graph as for any node.
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "mantissa/core/generator.h"
@@ -66,5 +70,16 @@ Tensor checkpoint_sequential(Sequential& sequential, int64_t segments, const Ten
 
 // True while a checkpointed function runs on this thread: its first forward or its replay.
 bool in_checkpoint();
+
+// State kept outside nn that a replay must see as its first forward saw it. `capture` runs at
+// every checkpointed first forward that records a graph and returns what the replay needs;
+// `replay` gets that around the replay and returns a guard whose destruction, when the replay
+// ends, puts back the state of backward time. The layers above nn (fp8) register theirs once,
+// before their first forward; the hooks then apply to every checkpoint in the process.
+struct ReplayStateHooks {
+  std::function<std::shared_ptr<void>()> capture;
+  std::function<std::shared_ptr<void>(const std::shared_ptr<void>& captured)> replay;
+};
+void register_replay_state(ReplayStateHooks hooks);
 
 }  // namespace mantissa::nn

@@ -1,0 +1,213 @@
+// FP8 and FP4 layers inside activation checkpointing (nn::checkpoint, docs/guide.md
+// "Activation checkpointing"): under every recipe whose replay computes the first forward's
+// values, a few training steps with a checkpointed segment give the bits of the same steps
+// without one (losses, gradients, weights), the same statistics (amax, scales, cast counts)
+// and the same stochastic rounding stream; delayed scaling and mxfp4 with stochastic rounding
+// are refused with their reason.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mantissa/core/generator.h"
+#include "mantissa/fp8/autocast.h"
+#include "mantissa/fp8/linear.h"
+#include "mantissa/fp8/nvfp4_scaling.h"
+#include "mantissa/nn/checkpoint.h"
+#include "mantissa/nn/functional.h"
+#include "mantissa/ops/elementwise.h"
+#include "mantissa/ops/loss.h"
+#include "mantissa/ops/reduce.h"
+#include "support/test_util.h"
+
+namespace mantissa::fp8 {
+namespace {
+
+using testing::expect_error;
+using testing::rnd;
+
+constexpr int64_t kRows = 32, kIn = 64, kHidden = 128, kOut = 32;
+
+std::vector<uint32_t> bits(const Tensor& t) {
+  const std::vector<float> v = t.to(kFloat32).to_vector<float>();
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+  return b;
+}
+
+// Linear, GELU, Linear (the checkpointed segment where asked), then a Linear outside it, so
+// that the layer after the segment casts and draws between the segment's forward and replay.
+struct Model {
+  std::shared_ptr<Linear> fc1, fc2, head;
+  Model() {
+    manual_seed(7);
+    fc1 = std::make_shared<Linear>(kIn, kHidden, true, kFloat32, 1);
+    fc2 = std::make_shared<Linear>(kHidden, kIn, true, kFloat32, 1);
+    head = std::make_shared<Linear>(kIn, kOut, true, kFloat32, 1);
+  }
+  std::vector<Linear*> layers() { return {fc1.get(), fc2.get(), head.get()}; }
+  std::vector<Tensor> parameters() {
+    std::vector<Tensor> ps;
+    for (Linear* l : layers())
+      for (const Tensor& p : l->parameters()) ps.push_back(p);
+    return ps;
+  }
+  Tensor forward(const Tensor& x, bool checkpointed) {
+    const auto segment = [this](const std::vector<Tensor>& in) {
+      return (*fc2)(nn::functional::gelu((*fc1)(in[0])));
+    };
+    nn::CheckpointOptions options;
+    for (Linear* l : {fc1.get(), fc2.get()})
+      for (const Tensor& p : l->parameters()) options.parameters.push_back(p);
+    const Tensor h = checkpointed ? nn::checkpoint(segment, {x}, options) : segment({x});
+    return (*head)(h);
+  }
+};
+
+// What a run leaves: every step's loss, the last step's gradients, the weights after the
+// steps, each layer's statistics and the stream.
+struct Run {
+  std::vector<uint32_t> losses;
+  std::vector<std::vector<uint32_t>> grads, weights;
+  std::vector<std::vector<float>> histories;
+  std::vector<float> scales;
+  std::vector<int64_t> counts;
+  std::vector<double> peaks;
+  SrStream stream;
+};
+
+Run train(const Recipe& recipe, bool checkpointed) {
+  Model m;
+  nvfp4_sr_stream() = {11, 0};
+  Run r;
+  for (int step = 0; step < 3; ++step) {
+    const Tensor x = rnd({kRows, kIn}, kFloat32, 100 + step);
+    const Tensor target = rnd({kRows, kOut}, kFloat32, 200 + step);
+    for (Linear* l : m.layers()) l->zero_grad();
+    Tensor loss;
+    {
+      const Fp8Autocast fp8_on(true, recipe);
+      loss = mse_loss(m.forward(x, checkpointed), target);
+    }
+    loss.backward();
+    r.losses.push_back(bits(loss)[0]);
+    if (step == 2)
+      for (const Tensor& p : m.parameters()) r.grads.push_back(bits(p.grad()));
+    for (Tensor& p : m.parameters()) p.detach().copy_(sub(p.detach(), mul(p.grad(), 0.5)));
+  }
+  for (const Tensor& p : m.parameters()) r.weights.push_back(bits(p));
+  for (Linear* l : m.layers()) {
+    ScalingState& s = *l->fp8_state();
+    for (int slot = 0; slot < kNumRoles; ++slot) {
+      r.histories.push_back(s.history_of(slot));
+      r.scales.push_back(s.scale_of(slot));
+      const CastCounts c = s.take_counts(slot);
+      r.counts.insert(r.counts.end(), {c.total, c.saturated, c.flushed});
+      r.peaks.push_back(c.peak);
+    }
+  }
+  r.stream = nvfp4_sr_stream();
+  return r;
+}
+
+struct Case {
+  std::string name;
+  Recipe recipe;
+};
+
+Recipe recipe_of(RecipeKind kind) {
+  Recipe r;
+  r.kind = kind;
+  return r;
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> cs;
+  for (const RecipeKind k :
+       {RecipeKind::kCurrent, RecipeKind::kRowwise, RecipeKind::kRowwiseGwHp, RecipeKind::kBlock,
+        RecipeKind::kMxfp8, RecipeKind::kMxfp4, RecipeKind::kNvfp4})
+    cs.push_back({recipe_kind_name(k), recipe_of(k)});
+  Recipe mxfp4_rht = recipe_of(RecipeKind::kMxfp4);
+  mxfp4_rht.enable_rht = true;
+  cs.push_back({"mxfp4_rht", mxfp4_rht});
+  Recipe nvfp4_plain = recipe_of(RecipeKind::kNvfp4);
+  nvfp4_plain.disable_rht = nvfp4_plain.disable_stochastic_rounding = true;
+  nvfp4_plain.disable_2d_quantization = true;
+  cs.push_back({"nvfp4_round_to_nearest", nvfp4_plain});
+  return cs;
+}
+
+class Fp8Checkpoint : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Fp8Checkpoint, StepsEqualThoseWithoutCheckpointingBitForBit) {
+  const Recipe& recipe = GetParam().recipe;
+  recipe.validate();
+  const Run plain = train(recipe, false);
+  const Run ckpt = train(recipe, true);
+  EXPECT_EQ(ckpt.losses, plain.losses);
+  EXPECT_EQ(ckpt.grads, plain.grads);
+  EXPECT_EQ(ckpt.weights, plain.weights);
+  EXPECT_EQ(ckpt.histories, plain.histories);
+  EXPECT_EQ(ckpt.scales, plain.scales);
+  EXPECT_EQ(ckpt.counts, plain.counts);
+  EXPECT_EQ(ckpt.peaks, plain.peaks);
+  EXPECT_EQ(ckpt.stream, plain.stream);
+  // The casts were counted (the comparison is not between two empty sets of statistics).
+  EXPECT_GT(plain.counts.front(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Recipes, Fp8Checkpoint, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           std::string n = i.param.name;
+                           for (char& c : n)
+                             if (c == '-') c = '_';
+                           return n;
+                         });
+
+TEST(Fp8CheckpointRefusal, Nvfp4DrawsTheStreamInBackwardOnly) {
+  // The stream the nvfp4 run above compares moved: its gradients were rounded stochastically.
+  const Run r = train(recipe_of(RecipeKind::kNvfp4), true);
+  EXPECT_GT(r.stream.offset, 0u);
+}
+
+TEST(Fp8CheckpointRefusal, DelayedScalingIsRefusedWithTheReason) {
+  auto lin = std::make_shared<Linear>(32, 32);
+  const Tensor x = rnd({16, 32}, kFloat32, 1).set_requires_grad(true);
+  const Fp8Autocast fp8_on;
+  expect_error([&] { nn::checkpoint(*lin, x); },
+               {"an FP8 layer cannot run inside activation checkpointing (nn::checkpoint) under "
+                "the 'delayed' recipe",
+                "delayed scaling updates its scales when the forward's FP8 region closes"});
+}
+
+TEST(Fp8CheckpointRefusal, Mxfp4StochasticRoundingIsRefusedWithTheReason) {
+  Recipe r = recipe_of(RecipeKind::kMxfp4);
+  r.enable_stochastic_rounding = true;
+  auto lin = std::make_shared<Linear>(32, 32, true, kFloat32, 1);
+  const Tensor x = rnd({16, 32}, kFloat32, 1).set_requires_grad(true);
+  const Fp8Autocast fp8_on(true, r);
+  expect_error([&] { nn::checkpoint(*lin, x); },
+               {"under the 'mxfp4' recipe", "leave --fp8-enable-stochastic-rounding off"});
+}
+
+TEST(Fp8CheckpointRefusal, AReplayOutsideAnFp8RegionComputesInHighPrecisionAsItsForward) {
+  // The first forward ran outside any FP8 region: so does the replay, even when backward runs
+  // inside one.
+  auto lin = std::make_shared<Linear>(32, 32, true, kFloat32, 1);
+  const Tensor x = rnd({16, 32}, kFloat32, 1);
+  const Tensor y = nn::checkpoint(*lin, x);
+  {
+    const Fp8Autocast fp8_on(true, recipe_of(RecipeKind::kCurrent));
+    sum(y).backward();
+  }
+  const Tensor dw = lin->weight.grad();
+  lin->zero_grad();
+  sum((*lin)(x)).backward();
+  EXPECT_EQ(bits(dw), bits(lin->weight.grad()));
+}
+
+}  // namespace
+}  // namespace mantissa::fp8
