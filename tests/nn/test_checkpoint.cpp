@@ -8,8 +8,6 @@
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/generator.h"
-#include "mantissa/fp8/autocast.h"
-#include "mantissa/fp8/linear.h"
 #include "mantissa/nn/activation.h"
 #include "mantissa/nn/batchnorm.h"
 #include "mantissa/nn/checkpoint.h"
@@ -290,16 +288,6 @@ TEST(ActivationCheckpoint, AnInputWrittenInPlaceBeforeBackwardIsRefused) {
     h.fill_(0.0);
   }
   expect_error([&] { sum(y).backward(); }, "CheckpointBackward");
-}
-
-TEST(ActivationCheckpoint, Fp8LayersAreRefusedWithTheReason) {
-  auto lin = std::make_shared<fp8::Linear>(32, 32);
-  const Tensor x = rnd({16, 32}, kFloat32, 1).set_requires_grad(true);
-  const fp8::Fp8Autocast fp8_on;
-  expect_error([&] { nn::checkpoint(*lin, x); },
-               {"an FP8 layer cannot run inside activation checkpointing",
-                "delayed scaling updates its scales between the forward and the checkpoint's "
-                "replay"});
 }
 
 TEST(ActivationCheckpoint, AnEmptyFunctionOrNoOutputIsAnError) {
