@@ -69,7 +69,7 @@ struct Model {
 
 // What a run leaves: every step's loss, the last step's gradients, the weights after the
 // steps, each layer's statistics and the stream.
-struct Run {
+struct TrainedRun {
   std::vector<uint32_t> losses;
   std::vector<std::vector<uint32_t>> grads, weights;
   std::vector<std::vector<float>> histories;
@@ -79,10 +79,10 @@ struct Run {
   SrStream stream;
 };
 
-Run train(const Recipe& recipe, bool checkpointed) {
+TrainedRun train(const Recipe& recipe, bool checkpointed) {
   Model m;
   nvfp4_sr_stream() = {11, 0};
-  Run r;
+  TrainedRun r;
   for (int step = 0; step < 3; ++step) {
     const Tensor x = rnd({kRows, kIn}, kFloat32, 100 + step);
     const Tensor target = rnd({kRows, kOut}, kFloat32, 200 + step);
@@ -145,8 +145,8 @@ class Fp8Checkpoint : public ::testing::TestWithParam<Case> {};
 TEST_P(Fp8Checkpoint, StepsEqualThoseWithoutCheckpointingBitForBit) {
   const Recipe& recipe = GetParam().recipe;
   recipe.validate();
-  const Run plain = train(recipe, false);
-  const Run ckpt = train(recipe, true);
+  const TrainedRun plain = train(recipe, false);
+  const TrainedRun ckpt = train(recipe, true);
   EXPECT_EQ(ckpt.losses, plain.losses);
   EXPECT_EQ(ckpt.grads, plain.grads);
   EXPECT_EQ(ckpt.weights, plain.weights);
@@ -169,7 +169,7 @@ INSTANTIATE_TEST_SUITE_P(Recipes, Fp8Checkpoint, ::testing::ValuesIn(cases()),
 
 TEST(Fp8CheckpointRefusal, Nvfp4DrawsTheStreamInBackwardOnly) {
   // The stream the nvfp4 run above compares moved: its gradients were rounded stochastically.
-  const Run r = train(recipe_of(RecipeKind::kNvfp4), true);
+  const TrainedRun r = train(recipe_of(RecipeKind::kNvfp4), true);
   EXPECT_GT(r.stream.offset, 0u);
 }
 
