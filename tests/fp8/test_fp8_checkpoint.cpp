@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,7 @@ TrainedRun train(const Recipe& recipe, bool checkpointed) {
 struct Case {
   std::string name;
   Recipe recipe;
+  friend void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 };
 
 Recipe recipe_of(RecipeKind kind) {
