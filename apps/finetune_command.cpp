@@ -122,14 +122,16 @@ void add_finetune_command(CLI::App& app) {
   cmd->callback([o, f, cmd, targets, max_steps, epochs, eval_interval, threads_opt] {
     check_threads_option(threads_opt, o->threads, "finetune");
     check_trainer_flags(*o, "finetune");
-    recipes::check_finetune_options(*o, *f);
-    start_distributed_run(*cmd, *o, "finetune");  // --devices N > 1: does not return
     auto given = [&](const char* flag) { return cmd->get_option(flag)->count() > 0; };
     if (given("--max-steps")) f->max_steps = *max_steps;
     if (given("--epochs")) f->epochs = *epochs;
     if (given("--eval-interval")) f->eval_interval = *eval_interval;
     if (given("--gradient-clip-val")) f->gradient_clip_val = o->gradient_clip_val;
     o->quant.lora_targets = optim::split_names(*targets);
+    for (const char* flag : {"--lora-rank", "--lora-alpha", "--lora-dropout", "--lora-targets"})
+      if (given(flag)) f->lora_flags_given.emplace_back(flag);
+    recipes::check_finetune_options(*o, *f);
+    start_distributed_run(*cmd, *o, "finetune");  // --devices N > 1: does not return
     const recipes::TrainMetrics m = recipes::run_finetune(*o, *f);
     fmt::print("{}", recipes::format_summary(m));
     if (!o->metrics_json.empty()) fmt::print("metrics written to {}\n", o->metrics_json);

@@ -37,15 +37,6 @@ std::string entry_list(const std::vector<std::string>& names) {
   return text;
 }
 
-// Whether `name` is a file a mantissa run writes into an output directory: checkpoints and
-// weights (*.safetensors, sharded ones' index), train's config.json, and what a fine-tune
-// writes (the model's and adapter's files, the tokenizer files copied beside a model).
-bool written_by_a_run(const std::string& name) {
-  const std::string_view n = name;
-  return n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json") ||
-         written_by_finetune(name);
-}
-
 // Whether checkpoint `resume` lies in `dir` (its file, or its shard directory).
 bool resumes_from_inside(const std::string& resume, const std::string& dir) {
   if (resume.empty()) return false;
@@ -128,6 +119,12 @@ std::string refusal(const RunOutputDir& d, const std::string& resume, bool overw
 }
 
 }  // namespace
+
+bool written_by_a_run(const std::string& name) {
+  const std::string_view n = name;
+  return n.ends_with(".safetensors") || n.ends_with(".safetensors.index.json") ||
+         written_by_finetune(name);
+}
 
 void refuse_earlier_run_outputs(const std::vector<RunOutputDir>& dirs, const std::string& resume,
                                 bool overwrite, const char* where) {

@@ -42,6 +42,7 @@
 #include "mantissa/recipes/init_from_check.h"
 #include "mantissa/recipes/language_model_fit.h"
 #include "mantissa/recipes/model_footprint.h"
+#include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
@@ -69,45 +70,101 @@ std::vector<std::string> finetune_precisions() {
   return names;
 }
 
-// The run writes its outputs while, and after, it reads the model directory: an output there
-// would replace the model's files (model.safetensors, config.json) with the run's, whatever
-// --overwrite-output-dir says. --merge-to and --output-dir, the same directory or one inside
-// the other, would mix the merged model's files with the adapter's: transformers would load
-// the shared directory as the peft adapter, and each copy of one carries the other.
-void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOptions& f) {
-  const auto same = [](const std::string& a, const std::string& b) {
-    return io::same_or_inside(a, b) && io::same_or_inside(b, a);
+bool same_path(const std::string& a, const std::string& b) {
+  return io::same_or_inside(a, b) && io::same_or_inside(b, a);
+}
+
+// A directory (or file) the run reads while, and after, it writes its outputs: --model-dir,
+// --adapter, --data. `what` says what an output there would overwrite.
+struct RunInput {
+  const std::string& path;
+  const char* flag;
+  const char* what;   // "the model it fine-tunes"
+  const char* place;  // "the model directory"
+  bool directory;     // false: --data, a file (an output may not be it)
+};
+
+// Refuses output `path` of `flag` that is `input`, or, when `inside`, lies in it: the run would
+// replace the files it reads (model.safetensors, config.json, adapter_config.json) with its own,
+// whatever --overwrite-output-dir says.
+void refuse_output_in_input(const std::string& path, const char* flag, bool inside,
+                            const RunInput& input) {
+  if (input.path.empty()) return;
+  MANTISSA_CHECK(
+      !(inside ? io::same_or_inside(path, input.path) : same_path(path, input.path)), kWhere,
+      "{} {} is {}{} {}: the run would overwrite {}; give {} {}{} (--overwrite-output-dir does not "
+      "allow this)",
+      flag, quote_untrusted(path), inside ? "or lies inside " : "", input.flag,
+      quote_untrusted(input.path), input.what, inside ? "a" : "another", flag,
+      inside ? fmt::format(" outside {}", input.place) : std::string());
+}
+
+// --merge-to and --output-dir, the same directory or one inside the other, would mix the merged
+// model's files with the adapter's: transformers would load the shared directory as the peft
+// adapter, and each copy of one carries the other.
+void check_merge_to_apart_from_output_dir(const FinetuneOptions& f) {
+  MANTISSA_CHECK(!same_path(f.merge_to, f.output_dir), kWhere,
+                 "--merge-to {} is --output-dir {}: the adapter and the merged model need a "
+                 "directory each (transformers would load that directory as the adapter)",
+                 quote_untrusted(f.merge_to), quote_untrusted(f.output_dir));
+  const auto refuse_nested = [](const std::string& inner, const char* inner_flag,
+                                const std::string& outer, const char* outer_flag) {
+    MANTISSA_CHECK(!io::same_or_inside(inner, outer), kWhere,
+                   "{} {} lies inside {} {}: the merged model's files and the adapter's would "
+                   "mix; give --output-dir and --merge-to a directory each, neither inside the "
+                   "other (--overwrite-output-dir does not allow this)",
+                   inner_flag, quote_untrusted(inner, kPathMaxBytes), outer_flag,
+                   quote_untrusted(outer, kPathMaxBytes));
   };
-  const auto refuse_in_model = [&](const std::string& path, const char* flag, bool inside) {
-    MANTISSA_CHECK(
-        !(inside ? io::same_or_inside(path, f.model_dir) : same(path, f.model_dir)), kWhere,
-        "{} {} is {}--model-dir {}: the run would overwrite the model it fine-tunes; "
-        "give {} {}{} (--overwrite-output-dir does not allow this)",
-        flag, quote_untrusted(path), inside ? "or lies inside " : "", quote_untrusted(f.model_dir),
-        inside ? "a" : "another", flag, inside ? " outside the model directory" : "");
-  };
-  refuse_in_model(f.output_dir, "--output-dir", true);
-  if (!f.merge_to.empty()) {
-    refuse_in_model(f.merge_to, "--merge-to", true);
-    MANTISSA_CHECK(!same(f.merge_to, f.output_dir), kWhere,
-                   "--merge-to {} is --output-dir {}: the adapter and the merged model need a "
-                   "directory each (transformers would load that directory as the adapter)",
-                   quote_untrusted(f.merge_to), quote_untrusted(f.output_dir));
-    const auto refuse_nested = [](const std::string& inner, const char* inner_flag,
-                                  const std::string& outer, const char* outer_flag) {
-      MANTISSA_CHECK(!io::same_or_inside(inner, outer), kWhere,
-                     "{} {} lies inside {} {}: the merged model's files and the adapter's would "
-                     "mix; give --output-dir and --merge-to a directory each, neither inside the "
-                     "other (--overwrite-output-dir does not allow this)",
-                     inner_flag, quote_untrusted(inner, kPathMaxBytes), outer_flag,
-                     quote_untrusted(outer, kPathMaxBytes));
-    };
-    refuse_nested(f.merge_to, "--merge-to", f.output_dir, "--output-dir");
-    refuse_nested(f.output_dir, "--output-dir", f.merge_to, "--merge-to");
+  refuse_nested(f.merge_to, "--merge-to", f.output_dir, "--output-dir");
+  refuse_nested(f.output_dir, "--output-dir", f.merge_to, "--merge-to");
+}
+
+// The metrics JSON is written last, over whatever is at its path: not a file the run reads, nor
+// an output directory or a file the run writes into one (the adapter's or model's files, a
+// checkpoint).
+void check_metrics_json_apart(const TrainOptions& o, const FinetuneOptions& f,
+                              const std::vector<RunInput>& inputs) {
+  if (o.metrics_json.empty()) return;
+  for (const RunInput& input : inputs)
+    refuse_output_in_input(o.metrics_json, "--metrics-json", input.directory, input);
+  const fs::path metrics(o.metrics_json);
+  const std::string name = metrics.filename().string();
+  const std::string parent = metrics.has_parent_path() ? metrics.parent_path().string() : ".";
+  for (const auto& [dir, flag] :
+       {std::pair{f.output_dir, "--output-dir"}, std::pair{f.merge_to, "--merge-to"},
+        std::pair{o.checkpoint_dir, "--checkpoint-dir"}}) {
+    if (dir.empty()) continue;
+    MANTISSA_CHECK(!same_path(o.metrics_json, dir), kWhere,
+                   "--metrics-json {} is {} {}: give the metrics a file of their own",
+                   quote_untrusted(o.metrics_json), flag, quote_untrusted(dir));
+    MANTISSA_CHECK(!written_by_a_run(name) || !same_path(parent, dir), kWhere,
+                   "--metrics-json {} is a file the run writes into {} {} ({}): give a "
+                   "--metrics-json of another name or place (--overwrite-output-dir does not "
+                   "allow this)",
+                   quote_untrusted(o.metrics_json), flag, quote_untrusted(dir),
+                   escape_untrusted(name));
   }
-  // Checkpoints in a directory of the model's own are fine; in the model directory itself
-  // their config.json would replace the model's.
-  if (!o.checkpoint_dir.empty()) refuse_in_model(o.checkpoint_dir, "--checkpoint-dir", false);
+}
+
+// The run writes its outputs while, and after, it reads the model directory and the adapter it
+// starts from: an output there would replace their files (model.safetensors, config.json,
+// adapter_config.json) with the run's, whatever --overwrite-output-dir says.
+void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOptions& f) {
+  const std::vector<RunInput> inputs = {
+      {f.model_dir, "--model-dir", "the model it fine-tunes", "the model directory", true},
+      {f.adapter, "--adapter", "the adapter it starts from", "the adapter directory", true},
+      {f.data, "--data", "the data it trains on", "", false}};
+  for (const RunInput& input : {inputs[0], inputs[1]}) {
+    refuse_output_in_input(f.output_dir, "--output-dir", true, input);
+    if (!f.merge_to.empty()) refuse_output_in_input(f.merge_to, "--merge-to", true, input);
+    // Checkpoints in a directory of the model's own are fine; in the model directory itself
+    // their config.json would replace the model's.
+    if (!o.checkpoint_dir.empty())
+      refuse_output_in_input(o.checkpoint_dir, "--checkpoint-dir", false, input);
+  }
+  if (!f.merge_to.empty()) check_merge_to_apart_from_output_dir(f);
+  check_metrics_json_apart(o, f, inputs);
 }
 
 // The record of the run --resume continues (finetune_record.h), read before anything loads;
@@ -177,11 +234,41 @@ void refuse_earlier_finetune_outputs(const TrainOptions& o, const FinetuneOption
                               /*can_resume=*/true, kWhere);
 }
 
+// The LoRA flags set the adapters this run makes: without --lora-rank (a full fine-tune) there
+// are none, and --adapter's come with their own settings (its adapter_config.json). A flag given
+// there, at any value, would not be carried out.
+void check_lora_flags_apply(const TrainOptions& o, const FinetuneOptions& f) {
+  std::set<std::string> given(f.lora_flags_given.begin(), f.lora_flags_given.end());
+  if (o.quant.lora_rank != 0) given.insert("--lora-rank");
+  if (!o.quant.lora_targets.empty()) given.insert("--lora-targets");
+  for (const char* flag : {"--lora-rank", "--lora-alpha", "--lora-dropout", "--lora-targets"}) {
+    if (!given.contains(flag)) continue;
+    MANTISSA_CHECK(f.adapter.empty(), kWhere,
+                   "--adapter brings its own rank, alpha, dropout and targets (its "
+                   "adapter_config.json): leave {} out",
+                   flag);
+    MANTISSA_CHECK(o.quant.lora_rank > 0 || std::string_view(flag) == "--lora-rank", kWhere,
+                   "{} sets the LoRA adapters, and without --lora-rank (or --adapter) there are "
+                   "none: this is a full fine-tune; give --lora-rank (16, say) to train "
+                   "adapters, or leave {} out",
+                   flag, flag);
+  }
+}
+
 }  // namespace
 
 void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
   command_precision(o.precision, finetune_precisions(), kWhere);
   MANTISSA_CHECK(!f.model_dir.empty(), kWhere, "--model-dir is required");
+  // A file of the model directory given for it (its model.safetensors, config.json).
+  MANTISSA_CHECK(!fs::is_regular_file(f.model_dir), kWhere,
+                 "--model-dir {} is a file: --model-dir takes the directory that holds "
+                 "config.json, model.safetensors and tokenizer.json (here, perhaps --model-dir "
+                 "{})",
+                 quote_untrusted(f.model_dir),
+                 quote_untrusted(fs::path(f.model_dir).has_parent_path()
+                                     ? fs::path(f.model_dir).parent_path().string()
+                                     : std::string(".")));
   MANTISSA_CHECK(fs::is_directory(f.model_dir), kWhere,
                  "--model-dir {}: no such directory (a Hugging Face model directory: "
                  "config.json, model.safetensors, tokenizer.json)",
@@ -210,7 +297,9 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
                  f.eval_interval.value_or(0));
   optim::check_optimizer_name(o.optimizer, kWhere);
   validate_quant_options(o.quant, kWhere);
-  if (train::precision_traits(o.precision).quantized_weights) check_quant_dtype(o.quant, kWhere);
+  check_quant_dtype(o.quant, kWhere);
+  check_quant_flags_apply(o.precision, o.quant, kWhere);
+  check_lora_flags_apply(o, f);
   const bool lora = o.quant.lora_rank > 0 || !f.adapter.empty();
   MANTISSA_CHECK(!train::precision_traits(o.precision).quantized_weights || lora, kWhere,
                  "--precision {} fine-tunes through LoRA adapters only (QLoRA: the Linear "
@@ -221,8 +310,6 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
   MANTISSA_CHECK(f.merge_to.empty() || lora, kWhere,
                  "--merge-to merges LoRA adapters: give --lora-rank or --adapter (a full "
                  "fine-tune's --output-dir is a model directory already)");
-  MANTISSA_CHECK(f.adapter.empty() || o.quant.lora_rank == 0, kWhere,
-                 "--adapter brings its own rank and targets: leave --lora-rank out");
   // Before the model loads: the adapter is read after it.
   MANTISSA_CHECK(f.adapter.empty() || fs::is_directory(f.adapter), kWhere,
                  "--adapter {}: no such directory (a peft adapter directory holds "

@@ -9,6 +9,11 @@
 
 namespace mantissa::recipes {
 
+// Whether `name` is a file a mantissa run writes into an output directory: checkpoints and
+// weights (*.safetensors, sharded ones' index), train's config.json, and what a fine-tune
+// writes (the model's and adapter's files, the tokenizer files copied beside a model).
+bool written_by_a_run(const std::string& name);
+
 // An output directory of a run and its flag ("--checkpoint-dir").
 struct RunOutputDir {
   std::string path;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/recipes/run_metrics.h"
@@ -46,6 +47,11 @@ struct FinetuneOptions {
   // (TrainerOptions::average_items_across_ranks), false each rank's own
   // (--no-average-tokens-across-ranks).
   bool average_tokens_across_ranks = true;
+  // The LoRA flags given on the command line ("--lora-alpha"; also --lora-rank, --lora-dropout,
+  // --lora-targets): refused at any value where they set nothing (a full fine-tune, or --adapter,
+  // whose adapter_config.json sets them). A non-zero lora_rank and non-empty lora_targets count
+  // as given.
+  std::vector<std::string> lora_flags_given;
 };
 
 // Refuses, in the command's flags' words, options run_finetune cannot run: a missing model
