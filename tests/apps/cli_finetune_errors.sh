@@ -3,8 +3,9 @@
 # directory, a JSONL line that is not JSON (its line number), a tokenizer larger than the
 # model's embedding (both files), QLoRA without adapters, and --precision 64-true (the weights
 # load as float32, bfloat16 or float16) naming the flag and the precisions finetune runs, and a
-# --block-size past GPT-2's n_positions (past a Llama's max_position_embeddings: a warning). A
-# refused run leaves no --output-dir it created behind. A run stopped by SIGINT during training
+# --block-size past GPT-2's n_positions (past a Llama's max_position_embeddings: a warning), a
+# LoRA or quantization flag that would set nothing, and a --model-dir that is a file. A refused
+# run leaves no --output-dir it created behind. A run stopped by SIGINT during training
 # writes the adapter of the step it stopped at (the same bytes as a run to that step).
 # Usage: cli_finetune_errors.sh <mantissa binary> <fixtures dir>
 set -u
@@ -36,6 +37,35 @@ refused optimizer "^mantissa: error: \[finetune\] unknown --optimizer 'adamx' (d
   --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --optimizer adamx
 refused quantdtype "^mantissa: error: \[finetune\] --quant-dtype must be bf16, fp16 or fp32, got 'bf17'" \
   --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --precision nf4 --quant-dtype bf17
+# A flag that would set nothing is refused, given at any value (its default too): the LoRA flags
+# without --lora-rank (a full fine-tune), or beside --adapter (its adapter_config.json sets
+# them); --quant-dtype and --quant-ignore with a precision that quantizes nothing. An unknown
+# --quant-dtype is refused whatever the precision.
+i=0
+for flags in "--lora-alpha 16" "--lora-alpha 32" "--lora-dropout 1.5" "--lora-dropout 0" \
+  "--lora-targets c_attn" "--lora-rank 0 --lora-alpha 16"; do
+  i=$((i + 1))
+  flag=${flags##*--}
+  flag="--${flag%% *}"
+  refused "full_lora_$i" "^mantissa: error: \[finetune\] $flag sets the LoRA adapters, and without --lora-rank (or --adapter) there are none: this is a full fine-tune; give --lora-rank (16, say) to train adapters, or leave $flag out" \
+    --model-dir "$fx/llama" --data "$fx/qa.jsonl" $flags
+done
+for flags in "--lora-alpha 64" "--lora-dropout 0.1" "--lora-targets q_proj" "--lora-rank 8" "--lora-rank 0"; do
+  i=$((i + 1))
+  refused "adapter_lora_$i" "^mantissa: error: \[finetune\] --adapter brings its own rank, alpha, dropout and targets (its adapter_config.json): leave ${flags%% *} out" \
+    --model-dir "$fx/llama" --data "$fx/qa.jsonl" --adapter "$fx/llama/adapter" $flags
+done
+refused quant_fp8 "^mantissa: error: \[finetune\] --quant-dtype must be bf16, fp16 or fp32, got 'fp8'" \
+  --model-dir "$fx/llama" --data "$fx/qa.jsonl" --quant-dtype fp8
+for flags in "--quant-dtype bf16" "--quant-dtype fp16 --lora-rank 4 --precision bf16-mixed" \
+  "--quant-ignore lm_head --lora-rank 4"; do
+  i=$((i + 1))
+  refused "quant_$i" "^mantissa: error: \[finetune\] ${flags%% *} applies to the quantized precisions (nf4, nf4-dq, fp4, fp4-dq, int8, int8-training), not to " \
+    --model-dir "$fx/llama" --data "$fx/qa.jsonl" $flags
+done
+# A file of the model directory given for it is named as a file, with the directory to give.
+refused model_file "^mantissa: error: \[finetune\] --model-dir '$fx/llama/model.safetensors' is a file: --model-dir takes the directory that holds config.json, model.safetensors and tokenizer.json (here, perhaps --model-dir '$fx/llama')" \
+  --model-dir "$fx/llama/model.safetensors" --data "$fx/qa.jsonl"
 # An empty --lora-targets name is refused (the list's empty names adapted every Linear layer).
 for targets in , q_proj,,v_proj v_proj,; do
   refused targets "--lora-targets: '$targets' has an empty layer name" \

@@ -2,8 +2,10 @@
 # `mantissa finetune` refuses, with status 2 and before it loads anything, an --output-dir or
 # --merge-to that is the --model-dir (however spelt: a trailing separator, "./", a symlink) or
 # lies inside it, a --checkpoint-dir that is the --model-dir, and a --merge-to that is the
-# --output-dir or lies inside it, or holds it; --overwrite-output-dir does not allow them. The
-# model's files, and an earlier run's adapter in the --output-dir, stay byte for byte.
+# --output-dir or lies inside it, or holds it; the same of the --adapter it starts from; a
+# --metrics-json in the model or adapter directory, at --data, or at a file the run writes into an
+# output directory; --overwrite-output-dir does not allow them. The model's, adapter's and data's
+# files, and an earlier run's adapter in the --output-dir, stay byte for byte.
 # Usage: cli_finetune_outputs_apart_from_the_model.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -14,7 +16,10 @@ mkdir m
 cp "$fx"/llama/*.json "$fx"/llama/*.safetensors m/
 ln -s m link
 cksum m/* >before.sum
-ft="finetune --model-dir m --data $fx/qa.jsonl --block-size 32 --max-steps 1 --threads 1
+cp "$fx/qa.jsonl" qa.jsonl
+cp -r "$fx/llama/adapter" adapter_in
+cksum qa.jsonl adapter_in/* >inputs.sum
+ft="finetune --model-dir m --data qa.jsonl --block-size 32 --max-steps 1 --threads 1
   --no-progress-bar"
 refused() {  # refused NAME MESSAGE ARGS...
   name=$1 msg=$2
@@ -44,6 +49,33 @@ refused out_in_merge "[finetune] --output-dir 'mg/./adapter' lies inside --merge
 refused ckpt "--checkpoint-dir 'm/.' is --model-dir 'm'" --lora-rank 4 --output-dir ad \
   --checkpoint-dir m/. --overwrite-output-dir
 [ ! -e ad ] || fail "a refused run made its --output-dir"
+# --metrics-json is written over whatever is at its path: never a file of the model, the adapter
+# or the data the run reads, nor one the run writes into its output directories.
+refused metrics_weights "[finetune] --metrics-json 'm/model.safetensors' is or lies inside --model-dir 'm': the run would overwrite the model it fine-tunes; give a --metrics-json outside the model directory (--overwrite-output-dir does not allow this)" \
+  --lora-rank 4 --output-dir ad --metrics-json m/model.safetensors --overwrite-output-dir
+refused metrics_config "--metrics-json 'link/config.json' is or lies inside --model-dir 'm'" \
+  --lora-rank 4 --output-dir ad --metrics-json link/config.json --overwrite-output-dir
+refused metrics_data "[finetune] --metrics-json './qa.jsonl' is --data 'qa.jsonl': the run would overwrite the data it trains on; give another --metrics-json" \
+  --lora-rank 4 --output-dir ad --metrics-json ./qa.jsonl --overwrite-output-dir
+refused metrics_adapter "--metrics-json 'adapter_in/adapter_config.json' is or lies inside --adapter 'adapter_in'" \
+  --adapter adapter_in --output-dir ad --metrics-json adapter_in/adapter_config.json --overwrite-output-dir
+refused metrics_output "[finetune] --metrics-json 'full/model.safetensors' is a file the run writes into --output-dir 'full' (model.safetensors): give a --metrics-json of another name or place (--overwrite-output-dir does not allow this)" \
+  --output-dir full --metrics-json full/model.safetensors --overwrite-output-dir
+refused metrics_merge "--metrics-json 'mg/config.json' is a file the run writes into --merge-to 'mg'" \
+  --lora-rank 4 --output-dir ad --merge-to mg --metrics-json mg/config.json
+refused metrics_ckpt "--metrics-json 'ck/last.safetensors' is a file the run writes into --checkpoint-dir 'ck'" \
+  --lora-rank 4 --output-dir ad --checkpoint-dir ck --metrics-json ck/last.safetensors
+refused metrics_dir "--metrics-json 'ad/' is --output-dir 'ad'" --lora-rank 4 --output-dir ad --metrics-json ad/
+# The adapter a run starts from is an input as the model is: no output goes into it.
+refused merge_adapter "[finetune] --merge-to 'adapter_in' is or lies inside --adapter 'adapter_in': the run would overwrite the adapter it starts from; give a --merge-to outside the adapter directory (--overwrite-output-dir does not allow this)" \
+  --adapter adapter_in --output-dir ad --merge-to adapter_in --overwrite-output-dir
+refused out_adapter "--output-dir 'adapter_in/out' is or lies inside --adapter 'adapter_in'" \
+  --adapter adapter_in --output-dir adapter_in/out
+refused ckpt_adapter "--checkpoint-dir 'adapter_in/' is --adapter 'adapter_in'" --adapter adapter_in \
+  --output-dir ad --checkpoint-dir adapter_in/ --overwrite-output-dir
+[ ! -e full ] && [ ! -e ck ] || fail "a refused run made its --output-dir or --checkpoint-dir"
+cksum qa.jsonl adapter_in/* | cmp -s - inputs.sum || fail "a refused run changed the data or the adapter"
+[ "$(ls adapter_in | wc -l)" -eq 2 ] || fail "a refused run added files to the adapter directory"
 cksum m/* | cmp -s - before.sum || fail "a refused run changed the model's files"
 [ "$(ls m | wc -l)" -eq 7 ] || fail "a refused run added files to the model directory"
 # Checkpoints in a directory inside the model's are fine.
