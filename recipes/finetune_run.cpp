@@ -463,17 +463,26 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   check_block_size(f.block_size, config);
   const text::Tokenizer tokenizer = text::Tokenizer::from_directory(f.model_dir);
   check_vocabulary(tokenizer, config, f.model_dir);
-  // The output directories are made now (a path that cannot be written fails before the run)
-  // and taken back if the run ends before it writes them.
-  io::NewDirectoryCleanup output_dir_cleanup(f.output_dir), merge_to_cleanup(f.merge_to);
+  // The output directories are made now (a path that cannot be written, or a file, fails
+  // before the run) and taken back if the run ends before it writes them: by an error, or by a
+  // signal during the set-up (ExitOnInterrupt).
+  io::NewDirectoryCleanup output_dir_cleanup(f.output_dir), merge_to_cleanup(f.merge_to),
+      checkpoint_dir_cleanup(o.checkpoint_dir);
+  std::vector<std::string> made_dirs;
+  for (const io::NewDirectoryCleanup* c :
+       {&output_dir_cleanup, &merge_to_cleanup, &checkpoint_dir_cleanup}) {
+    const std::vector<std::string> made = c->made();
+    made_dirs.insert(made_dirs.end(), made.begin(), made.end());
+  }
   io::prepare_output_dir(f.output_dir, "--output-dir");
   if (!f.merge_to.empty()) io::prepare_output_dir(f.merge_to, "--merge-to");
+  if (!o.checkpoint_dir.empty()) io::prepare_output_dir(o.checkpoint_dir, "--checkpoint-dir");
   if (!o.metrics_json.empty()) io::check_output_file(o.metrics_json, "--metrics-json");
 
   // The data: tokenized once, split into training and validation blocks.
   std::optional<int64_t> eos = tokenizer.eos_id();
   if (!eos && !config.eos_token_ids.empty()) eos = config.eos_token_ids.front();
-  std::optional<train::ExitOnInterrupt> tokenizing(std::in_place, "tokenizing the data");
+  std::optional<train::ExitOnInterrupt> tokenizing(std::in_place, "tokenizing the data", made_dirs);
   const auto stream = std::make_shared<data::TokenStream>(data::tokenize_file(
       f.data,
       [&tokenizer](std::string_view t, bool special) { return tokenizer.encode(t, special); },
@@ -556,7 +565,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
                                : "Allow more memory, or choose a smaller quantization "
                                  "(--precision nf4-dq)");
   announce_large_build(footprint, "finetune", o.quiet);
-  std::optional<train::ExitOnInterrupt> loading(std::in_place, "loading the model");
+  std::optional<train::ExitOnInterrupt> loading(std::in_place, "loading the model", made_dirs);
   const std::shared_ptr<models::CausalLM> model = models::load_hf_model(f.model_dir, load);
   // Adapters: new ones on --lora-targets, or a peft directory's.
   QuantOptions q = o.quant;
@@ -672,6 +681,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   if (!fit.stopped()) {
     output_dir_cleanup.keep();
     merge_to_cleanup.keep();
+    checkpoint_dir_cleanup.keep();
     trainer.strategy().unshard_module(lm);
   }
   if (!fit.stopped() && trainer.strategy().is_global_zero()) {

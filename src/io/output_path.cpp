@@ -114,6 +114,12 @@ NewDirectoryCleanup::NewDirectoryCleanup(const std::string& dir) {
   }
 }
 
+std::vector<std::string> NewDirectoryCleanup::made() const {
+  std::vector<std::string> paths;
+  for (const fs::path& p : missing_) paths.push_back(p.string());
+  return paths;
+}
+
 NewDirectoryCleanup::~NewDirectoryCleanup() {
   std::error_code ec;
   for (const fs::path& p : missing_) {

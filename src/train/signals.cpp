@@ -33,6 +33,9 @@ std::atomic<int> g_messages{0};  // an InterruptMessages
 // What the run is doing while an ExitOnInterrupt is alive ("building the model"); nullptr
 // otherwise. The strings are literals, so a handler may read them at any time.
 std::atomic<const char*> g_setup_step{nullptr};
+// The directories an ExitOnInterrupt takes back while still empty, a nullptr-terminated array
+// (deepest first); nullptr for none.
+std::atomic<const char* const*> g_setup_dirs{nullptr};
 struct sigaction g_previous_int, g_previous_term;
 sigset_t g_previous_mask;  // the installing thread's, restored by the destructor
 std::thread g_watcher;
@@ -73,6 +76,9 @@ std::atomic<int64_t> g_first_signal_ns{0};
     write_stderr(" while ");
     write_stderr(step, std::strlen(step));
     write_stderr(": stopped before training, nothing to save\n");
+  }
+  if (const char* const* dirs = g_setup_dirs.load()) {
+    for (; *dirs != nullptr; ++dirs) ::rmdir(*dirs);
   }
   ::_exit(128 + signal);
 }
@@ -163,10 +169,14 @@ const char* signal_name(int signal) {
   }
 }
 
-ExitOnInterrupt::ExitOnInterrupt(const char* step) {
+ExitOnInterrupt::ExitOnInterrupt(const char* step, std::vector<std::string> remove_if_empty)
+    : dirs_(std::move(remove_if_empty)) {
   // Inside a command that runs several trainings (compare, bench: handlers nested), a signal
   // waits for the run's first check, so that the command still reports the runs it finished.
   if (g_depth.load() != 1) return;
+  for (const std::string& dir : dirs_) dir_names_.push_back(dir.c_str());
+  dir_names_.push_back(nullptr);
+  previous_dirs_ = g_setup_dirs.exchange(dir_names_.data());
   previous_ = g_setup_step.exchange(step);
   active_ = true;
   // A signal received before (while the options were checked) stops the run here.
@@ -174,7 +184,9 @@ ExitOnInterrupt::ExitOnInterrupt(const char* step) {
 }
 
 ExitOnInterrupt::~ExitOnInterrupt() {
-  if (active_) g_setup_step.store(previous_);
+  if (!active_) return;
+  g_setup_step.store(previous_);
+  g_setup_dirs.store(previous_dirs_);
 }
 
 InterruptHandlers::InterruptHandlers() {

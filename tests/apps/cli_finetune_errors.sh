@@ -4,9 +4,11 @@
 # model's embedding (both files), QLoRA without adapters, and --precision 64-true (the weights
 # load as float32, bfloat16 or float16) naming the flag and the precisions finetune runs, and a
 # --block-size past GPT-2's n_positions (past a Llama's max_position_embeddings: a warning), a
-# LoRA or quantization flag that would set nothing, and a --model-dir that is a file. A refused
-# run leaves no --output-dir it created behind. A run stopped by SIGINT during training
-# writes the adapter of the step it stopped at (the same bytes as a run to that step).
+# LoRA or quantization flag that would set nothing, a --model-dir that is a file, and a
+# --checkpoint-dir that is a file. A refused run leaves no --output-dir it created behind, nor a
+# run that fails later or is stopped by a signal while it tokenizes (nor their --checkpoint-dir).
+# A run stopped by SIGINT during training writes the adapter of the step it stopped at (the same
+# bytes as a run to that step).
 # Usage: cli_finetune_errors.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
@@ -88,6 +90,35 @@ grep -q -F "warning: --block-size 32 exceeds the model's max_position_embeddings
   fail "no warning of a --block-size past max_position_embeddings"
 refused f64 "--precision 64-true does not apply to finetune; use one of: 32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, transformer-engine, transformer-engine-float16, nf4, nf4-dq, fp4, fp4-dq, int8, int8-training$" \
   --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --precision 64-true
+
+# A --checkpoint-dir that is a file is refused with the other outputs, before tokenizing.
+: >"$dir/ck_file"
+refused ck_file "^mantissa: error: \[output\] --checkpoint-dir '$dir/ck_file' exists and is not a directory" \
+  --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --checkpoint-dir "$dir/ck_file"
+grep -q "tokenizing\|^mantissa finetune:" "$dir/ck_file.txt" && fail "ck_file: refused only after tokenizing"
+# A run that fails after it started takes back the --checkpoint-dir it made while still empty.
+"$cli" finetune --threads 1 --no-progress-bar --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 \
+  --block-size 32 --max-steps 1 --output-dir "$dir/out_monitor" --checkpoint-dir "$dir/ck_monitor/a" \
+  --checkpoint-monitor val_acc >"$dir/monitor.txt" 2>&1 && fail "monitor: a run watching val_acc succeeded"
+[ ! -e "$dir/ck_monitor" ] && [ ! -e "$dir/out_monitor" ] ||
+  fail "monitor: the failed run left its --checkpoint-dir or --output-dir behind"
+# Stopped by a signal while it tokenizes (nothing trained yet): the output directories it made
+# are taken back.
+cat "$fx/corpus.txt" >"$dir/big.txt"
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do cat "$dir/big.txt" "$dir/big.txt" >"$dir/big2.txt" && mv "$dir/big2.txt" "$dir/big.txt"; done
+"$cli" finetune --threads 1 --no-progress-bar --model-dir "$fx/llama" --data "$dir/big.txt" --lora-rank 4 \
+  --output-dir "$dir/tok/out" --merge-to "$dir/tok/merged" --checkpoint-dir "$dir/tok/ck" \
+  >"$dir/tok.txt" 2>&1 &
+pid=$!
+wait_for_line "^tokenizing .*: 10 %" "$dir/tok.txt"
+[ -d "$dir/tok/out" ] && [ -d "$dir/tok/merged" ] && [ -d "$dir/tok/ck" ] || fail "tok: the run made no output directories before tokenizing"
+kill -INT $pid
+wait $pid
+[ $? -eq 130 ] || fail "tok: the run stopped while tokenizing did not exit with 130"
+grep -q "interrupted by SIGINT while tokenizing the data: stopped before training" "$dir/tok.txt" ||
+  fail "tok: not stopped while tokenizing"
+[ ! -e "$dir/tok" ] || fail "tok: the stopped run left its output directories behind: $(find "$dir/tok")"
+rm "$dir/big.txt"
 
 # Stopped by a signal during training, without --checkpoint-dir: nothing is lost. The adapter
 # of the step it stopped at is written to --output-dir (new or existing), as its output, its

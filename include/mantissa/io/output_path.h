@@ -37,6 +37,8 @@ class NewDirectoryCleanup {
   NewDirectoryCleanup& operator=(const NewDirectoryCleanup&) = delete;
   // The run reached its writes: nothing is removed.
   void keep() { missing_.clear(); }
+  // The directories it would remove, deepest first (for train::ExitOnInterrupt).
+  std::vector<std::string> made() const;
 
  private:
   std::vector<std::filesystem::path> missing_;  // deepest first

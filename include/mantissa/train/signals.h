@@ -20,6 +20,8 @@
 //     if (trainer.interrupted()) { ... }
 //   }
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace mantissa::train {
 
@@ -47,15 +49,22 @@ const char* signal_name(int signal);
 // InterruptHandlers is alive (a single run); inside compare or bench, whose handlers are nested
 // around several runs, the signal waits for the run's first check so that the command can still
 // report the runs it finished. `step` must be a string literal ("building the model").
+// `remove_if_empty`: directories the run made for outputs it writes later (io::
+// NewDirectoryCleanup::made(), deepest first); before it exits, the signal removes those still
+// empty, as the run takes them back when it fails (rmdir(2): a directory that holds anything
+// stays, and so do its parents).
 class ExitOnInterrupt {
  public:
-  explicit ExitOnInterrupt(const char* step);
+  explicit ExitOnInterrupt(const char* step, std::vector<std::string> remove_if_empty = {});
   ~ExitOnInterrupt();
   ExitOnInterrupt(const ExitOnInterrupt&) = delete;
   ExitOnInterrupt& operator=(const ExitOnInterrupt&) = delete;
 
  private:
   const char* previous_ = nullptr;
+  const char* const* previous_dirs_ = nullptr;
+  std::vector<std::string> dirs_;
+  std::vector<const char*> dir_names_;  // dirs_' strings, then nullptr: read by the signal
   bool active_ = false;
 };
 
