@@ -41,6 +41,12 @@ nlohmann::json finetune_hparams(const std::string& architecture, const std::stri
   return j;
 }
 
+void add_lora_hparams(nlohmann::json& hparams, int64_t rank, double alpha, double dropout) {
+  hparams["lora-rank"] = rank;
+  hparams["lora-alpha"] = alpha;
+  hparams["lora-dropout"] = dropout;
+}
+
 std::optional<FinetuneRecord> finetune_record(const io::SafetensorsHeader& header,
                                               const nlohmann::json& hparams) {
   if (hparams.is_object() && hparams.contains("task")) {

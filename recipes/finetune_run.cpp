@@ -169,9 +169,11 @@ void check_outputs_apart_from_the_model(const TrainOptions& o, const FinetuneOpt
 
 // The record of the run --resume continues (finetune_record.h), read before anything loads;
 // a checkpoint no fine-tune wrote is refused, and so is a path where there is none (before the
-// model loads and the data is tokenized, which may take minutes). nullopt without --resume, or
-// for a sharded checkpoint (a directory, which the Trainer reads).
-std::optional<FinetuneRecord> resumed_finetune(const std::string& resume) {
+// model loads and the data is tokenized, which may take minutes), and another --lora-alpha than
+// the adapters trained with (`q`: the run's flags). nullopt without --resume, or for a sharded
+// checkpoint (a directory, which the Trainer reads).
+std::optional<FinetuneRecord> resumed_finetune(const std::string& resume, const FinetuneOptions& f,
+                                               const QuantOptions& q) {
   if (resume.empty()) return std::nullopt;
   MANTISSA_CHECK(fs::exists(resume), kWhere,
                  "--resume {}: no such checkpoint; give a checkpoint a fine-tune wrote to its "
@@ -188,6 +190,9 @@ std::optional<FinetuneRecord> resumed_finetune(const std::string& resume) {
                  "of a `mantissa finetune` run (its --checkpoint-dir); give one of those, or "
                  "continue that run with the command that wrote it",
                  quote_untrusted(resume, kPathMaxBytes), describe_other_checkpoint(hparams));
+  // The adapters' scaling and dropout against the flags (an --adapter's come from its
+  // adapter_config.json, which the flags cannot change).
+  if (f.adapter.empty()) check_resumed_lora(resume, header, hparams, q);
   return record;
 }
 
@@ -456,7 +461,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   TrainOptions o = o_in;
   // --resume last|best|PATH: the first two name files of --checkpoint-dir.
   if (!o.resume.empty()) o.resume = train::resolve_checkpoint_path(o.resume, o.checkpoint_dir);
-  const std::optional<FinetuneRecord> resumed = resumed_finetune(o.resume);
+  const std::optional<FinetuneRecord> resumed = resumed_finetune(o.resume, f, o.quant);
   refuse_earlier_finetune_outputs(o, f, resumed);
   const models::HfConfig config = models::load_hf_config(f.model_dir);
   if (resumed) check_resumed_model(*resumed, config, o.resume, f.model_dir);
@@ -633,8 +638,13 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
        .token_weighted = true});
 
   // The checkpoints' record of this run: what finetune's --resume, train and eval tell it by.
-  lm.save_hyperparameters(finetune_hparams(models::to_string(config.architecture), f.model_dir,
-                                           f.output_dir, f.merge_to));
+  nlohmann::json hparams = finetune_hparams(models::to_string(config.architecture), f.model_dir,
+                                            f.output_dir, f.merge_to);
+  if (lora) {
+    add_lora_hparams(hparams, adapter_config.r, adapter_config.lora_alpha,
+                     adapter_config.lora_dropout);
+  }
+  lm.save_hyperparameters(hparams);
   m.precision = precision.precision();
   m.model = models::to_string(config.architecture);
   m.activation_checkpointing = f.activation_checkpointing;

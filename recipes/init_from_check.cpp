@@ -103,20 +103,30 @@ std::optional<double> recorded_number(const nlohmann::json& recorded, const char
   return it->get<double>();
 }
 
+// The trainer metadata of checkpoint `path` (not an object when damaged: the restore names what
+// is wrong).
+nlohmann::json resumed_metadata(const std::string& path, const io::SafetensorsHeader& header) {
+  return metadata_json(header.metadata, train::kCheckpointMetadataKey, path, "the trainer metadata",
+                       "--resume", nullptr);
+}
+
+// The optimizer step the trainer metadata records (0 when none).
+int64_t saved_step(const nlohmann::json& meta) {
+  const auto step = meta.find("global_step");
+  return step != meta.end() && step->is_number_integer() ? step->get<int64_t>() : 0;
+}
+
 // The adapters' and the quantized layers' settings a checkpoint records against the resumed
-// run's flags (docs/trainer.md, "What a resume may change"): another --lora-alpha is refused
-// (the saved adapters would add another multiple of what they learned: the model that goes on
-// is not the one saved); another --lora-dropout or --quant-dtype is applied with a warning (the
-// saved weights mean the same; the steps after train with the new setting). Also for a
-// checkpoint already at --max-steps: its final validation is of the model this run builds.
+// run's flags (docs/trainer.md, "What a resume may change"): adapters on one side only are
+// refused, those of the same rank are checked by check_resumed_lora; another --quant-dtype is
+// applied with a warning (the saved weights mean the same; the steps after train with the new
+// setting). Also for a checkpoint already at --max-steps: its final validation is of the model
+// this run builds.
 void check_resumed_finetuning(const std::string& path, const io::SafetensorsHeader& header,
                               const nlohmann::json& recorded, const TrainOptions& o) {
-  const nlohmann::json meta = metadata_json(header.metadata, train::kCheckpointMetadataKey, path,
-                                            "the trainer metadata", "--resume", nullptr);
+  const nlohmann::json meta = resumed_metadata(path, header);
   if (!meta.is_object()) return;  // the restore names what is wrong
-  const auto step = meta.find("global_step");
-  const int64_t global_step =
-      step != meta.end() && step->is_number_integer() ? step->get<int64_t>() : 0;
+  const int64_t global_step = saved_step(meta);
   const auto rank = recorded.find("lora-rank");
   // Adapters on one side only: the restore listed every tensor name that did not fit
   // ("missing [model.net.0.bias, ...], unexpected [model.net.0.base_layer.bias, ...]").
@@ -132,29 +142,7 @@ void check_resumed_finetuning(const std::string& path, const io::SafetensorsHead
                                  "with adapters, start a new run from them with --init-from "
                                  "instead of --resume"));
   }
-  // Adapters of another rank do not load; the restore says so, naming the rank.
-  const bool same_adapters = o.quant.lora_rank > 0 && rank != recorded.end() &&
-                             rank->is_number_integer() && rank->get<int64_t>() == o.quant.lora_rank;
-  if (same_adapters) {
-    const auto r = static_cast<double>(o.quant.lora_rank);
-    if (const std::optional<double> alpha = recorded_number(recorded, "lora-alpha");
-        alpha && *alpha != o.quant.lora_alpha) {
-      fail("--resume",
-           "{} was trained with --lora-alpha {:g}, but --lora-alpha is {:g} here: its adapters "
-           "were trained scaled by alpha / rank = {:g} and would be scaled by {:g}, so the "
-           "resumed model would not be the one saved (what the adapters learned would count "
-           "{:g} times); pass --lora-alpha {:g}",
-           path, *alpha, o.quant.lora_alpha, *alpha / r, o.quant.lora_alpha / r,
-           o.quant.lora_alpha / *alpha, *alpha);
-    }
-    if (const std::optional<double> dropout = recorded_number(recorded, "lora-dropout");
-        dropout && *dropout != o.quant.lora_dropout) {
-      warn(fmt::format(
-          "resuming: the LoRA dropout (--lora-dropout) was {:g} in the checkpoint and is {:g} in "
-          "this run: applying {:g} from step {} on",
-          *dropout, o.quant.lora_dropout, o.quant.lora_dropout, global_step));
-    }
-  }
+  check_resumed_lora(path, header, recorded, o.quant);
   // Another quantized precision does not load; the restore says so.
   const auto precision = meta.find("precision");
   const auto dtype = recorded.find("quant-dtype");
@@ -171,6 +159,34 @@ void check_resumed_finetuning(const std::string& path, const io::SafetensorsHead
 }
 
 }  // namespace
+
+void check_resumed_lora(const std::string& path, const io::SafetensorsHeader& header,
+                        const nlohmann::json& recorded, const QuantOptions& q) {
+  const nlohmann::json meta = resumed_metadata(path, header);
+  if (!meta.is_object() || !recorded.is_object()) return;  // the restore names what is wrong
+  // Adapters of another rank do not load; the restore says so, naming the rank.
+  const auto rank = recorded.find("lora-rank");
+  if (q.lora_rank <= 0 || rank == recorded.end() || !rank->is_number_integer() ||
+      rank->get<int64_t>() != q.lora_rank)
+    return;
+  const auto r = static_cast<double>(q.lora_rank);
+  if (const std::optional<double> alpha = recorded_number(recorded, "lora-alpha");
+      alpha && *alpha != q.lora_alpha) {
+    fail("--resume",
+         "{} was trained with --lora-alpha {:g}, but --lora-alpha is {:g} here: its adapters "
+         "were trained scaled by alpha / rank = {:g} and would be scaled by {:g}, so the "
+         "resumed model would not be the one saved (what the adapters learned would count "
+         "{:g} times); pass --lora-alpha {:g}",
+         path, *alpha, q.lora_alpha, *alpha / r, q.lora_alpha / r, q.lora_alpha / *alpha, *alpha);
+  }
+  if (const std::optional<double> dropout = recorded_number(recorded, "lora-dropout");
+      dropout && *dropout != q.lora_dropout) {
+    warn(fmt::format(
+        "resuming: the LoRA dropout (--lora-dropout) was {:g} in the checkpoint and is {:g} in "
+        "this run: applying {:g} from step {} on",
+        *dropout, q.lora_dropout, q.lora_dropout, saved_step(meta)));
+  }
+}
 
 io::SafetensorsHeader read_checkpoint_header_given_by(const std::string& path, const char* flag,
                                                       std::string_view what_to_pass) {

@@ -123,10 +123,14 @@ TEST(FinetuneRecord, EachCommandResumesOnlyItsOwnCheckpoints) {
   const std::string ck = dir.file("ck/last.safetensors");
   const io::SafetensorsHeader header = train::read_checkpoint_header(ck);
   const nlohmann::json hparams = recorded_model_hparams(header, ck, "test");
+  // The adapters' settings too, which finetune's --resume checks (check_resumed_lora).
   EXPECT_EQ(hparams, (nlohmann::json{{"task", "finetune"},
                                      {"architecture", "LlamaForCausalLM"},
                                      {"model_dir", canonical(fixture("llama"))},
-                                     {"output_dir", canonical(dir.file("out"))}}));
+                                     {"output_dir", canonical(dir.file("out"))},
+                                     {"lora-rank", o.quant.lora_rank},
+                                     {"lora-alpha", o.quant.lora_alpha},
+                                     {"lora-dropout", o.quant.lora_dropout}}));
 
   // train cannot continue it.
   TrainOptions t;

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "mantissa/train/signals.h"
@@ -52,6 +54,32 @@ TEST(ExitOnInterruptDeathTest, ASignalAlreadyReceivedStopsTheNextStep) {
         ::_exit(9);
       },
       ::testing::ExitedWithCode(128 + SIGINT), "interrupted by SIGINT while loading the data");
+}
+
+// The output directories a run made before its set-up are taken back by the signal while they
+// are still empty (deepest first, so an emptied parent goes too); one that holds a file stays.
+TEST(ExitOnInterruptDeathTest, ASignalTakesBackTheEmptyDirectoriesMade) {
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  // One name for the test and its death-test child (a new process that runs this body again).
+  const std::filesystem::path root =
+      std::filesystem::path(::testing::TempDir()) / "mantissa_exit_on_interrupt_dirs";
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / "made/out");
+  std::filesystem::create_directories(root / "full");
+  std::ofstream(root / "full/notes.txt") << "kept";
+  EXPECT_EXIT(
+      {
+        InterruptHandlers handlers;
+        ExitOnInterrupt tokenizing(
+            "tokenizing the data",
+            {(root / "made/out").string(), (root / "made").string(), (root / "full").string()});
+        ::kill(::getpid(), SIGINT);
+        endless_setup();
+      },
+      ::testing::ExitedWithCode(128 + SIGINT), "interrupted by SIGINT while tokenizing the data");
+  EXPECT_FALSE(std::filesystem::exists(root / "made"));
+  EXPECT_TRUE(std::filesystem::exists(root / "full/notes.txt"));
+  std::filesystem::remove_all(root);
 }
 
 // After the set-up the Trainer's own handling is back: the signal waits for its next check.

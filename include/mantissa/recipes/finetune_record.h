@@ -7,6 +7,7 @@
 // models/causal_lm.h), which no model of `mantissa train` has. eval refuses a fine-tune's
 // checkpoint, train's --resume and --init-from refuse one, and finetune's --resume takes only
 // one (and checks its architecture and output directories against the run's).
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -33,6 +34,10 @@ struct FinetuneRecord {
 // "output_dir" and, when given, "merge_to" (paths made absolute).
 nlohmann::json finetune_hparams(const std::string& architecture, const std::string& model_dir,
                                 const std::string& output_dir, const std::string& merge_to);
+
+// The adapters' settings beside the record, by `mantissa train`'s keys ("lora-rank", "lora-alpha",
+// "lora-dropout"), which finetune's --resume checks (check_resumed_lora, init_from_check.h).
+void add_lora_hparams(nlohmann::json& hparams, int64_t rank, double alpha, double dropout);
 
 // The record of the run that wrote `header` when it is a fine-tune's; nullopt for any other
 // file. `hparams` is what recorded_model_hparams (checkpoint_metadata.h) read from it. The

@@ -28,6 +28,15 @@ void check_init_from(const TrainOptions& o, const GptOptions& g = {});
 // with a warning ("mantissa: warning: resuming: ...").
 void check_resume(const TrainOptions& o, const GptOptions& g = {});
 
+// The LoRA adapters' settings that checkpoint `path` records in `recorded` (its hyper_parameters:
+// "lora-rank", "lora-alpha", "lora-dropout") against the resumed run's `q`, when both have
+// adapters of the same rank: another --lora-alpha is refused (the saved adapters would add another
+// multiple of what they learned: the model that goes on is not the one saved), another
+// --lora-dropout is applied with a warning. check_resume does it for train; finetune for its own
+// checkpoints.
+void check_resumed_lora(const std::string& path, const io::SafetensorsHeader& header,
+                        const nlohmann::json& recorded, const QuantOptions& q);
+
 // train::read_checkpoint_header(path) for the file a flag gave (--init-from, --resume, eval's
 // --checkpoint). A file it cannot read (truncated, damaged, not a safetensors file) is refused
 // as the flag's: "[FLAG] PATH is not a readable safetensors checkpoint (the loader's reason);
