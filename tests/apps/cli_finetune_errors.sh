@@ -124,17 +124,17 @@ rm "$dir/big.txt"
 # A resume with another --lora-alpha is refused before the model loads (the saved adapters
 # would compute another function); another --lora-dropout is applied with a warning.
 lora="--model-dir $fx/llama --data $fx/qa.jsonl --lora-rank 4 --block-size 32 --threads 1 --no-progress-bar"
-"$cli" finetune $lora --lora-alpha 32 --max-steps 2 --output-dir "$dir/ra" --checkpoint-dir "$dir/ra_ck" \
+"$cli" finetune $lora --lora-alpha 32 --max-steps 3 --every-n-train-steps 2 --output-dir "$dir/ra" --checkpoint-dir "$dir/ra_ck" \
   >"$dir/ra.txt" 2>&1 || fail "the run to resume failed: $(tail -2 "$dir/ra.txt")"
 "$cli" finetune $lora --lora-alpha 64 --max-steps 3 --output-dir "$dir/ra_alpha" \
-  --resume "$dir/ra_ck/last.safetensors" >"$dir/ra_alpha.txt" 2>&1
+  --resume "$dir/ra_ck/epoch=0-step=2.safetensors" >"$dir/ra_alpha.txt" 2>&1
 [ $? -eq 2 ] || fail "a resume with another --lora-alpha was not refused with status 2"
-grep -q -F "ra_ck/last.safetensors was trained with --lora-alpha 32, but --lora-alpha is 64 here: its adapters were trained scaled by alpha / rank = 8 and would be scaled by 16" \
+grep -q -F "ra_ck/epoch=0-step=2.safetensors was trained with --lora-alpha 32, but --lora-alpha is 64 here: its adapters were trained scaled by alpha / rank = 8 and would be scaled by 16" \
   "$dir/ra_alpha.txt" || fail "ra_alpha: not the expected message"
 grep -q '^mantissa finetune:' "$dir/ra_alpha.txt" && fail "ra_alpha: refused only after loading"
 [ ! -e "$dir/ra_alpha" ] || fail "ra_alpha: the refused run left its --output-dir behind"
 "$cli" finetune $lora --lora-alpha 32 --lora-dropout 0.1 --max-steps 3 --output-dir "$dir/ra_dropout" \
-  --resume "$dir/ra_ck/last.safetensors" >"$dir/ra_dropout.txt" 2>&1 ||
+  --resume "$dir/ra_ck/epoch=0-step=2.safetensors" >"$dir/ra_dropout.txt" 2>&1 ||
   fail "a resume with another --lora-dropout failed: $(tail -2 "$dir/ra_dropout.txt")"
 grep -q -F "warning: resuming: the LoRA dropout (--lora-dropout) was 0 in the checkpoint and is 0.1 in this run: applying 0.1 from step 2 on" \
   "$dir/ra_dropout.txt" || fail "ra_dropout: no warning of the changed --lora-dropout"
