@@ -70,6 +70,7 @@ std::vector<std::string> finetune_precisions() {
   return names;
 }
 
+// Whether `a` and `b` name one file or directory (io::same_or_inside both ways).
 bool same_path(const std::string& a, const std::string& b) {
   return io::same_or_inside(a, b) && io::same_or_inside(b, a);
 }
