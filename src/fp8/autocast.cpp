@@ -86,6 +86,10 @@ void register_checkpoint_replay() {
        }});
 }
 
+// Registered as the program starts, before any checkpoint runs a first forward: one outside
+// every FP8 region must replay outside one too, even when backward runs inside a region.
+const bool kReplayRegistered = (register_checkpoint_replay(), true);
+
 }  // namespace
 
 void set_amax_reducer(AmaxReducer reducer) { amax_reducer() = std::move(reducer); }
@@ -116,10 +120,6 @@ struct Fp8Autocast::Saved {
 
 Fp8Autocast::Fp8Autocast(bool enabled, DelayedScaling recipe) {
   recipe.validate();
-  // Before the first FP8 forward can run in a checkpoint: FP8 layers compute in FP8 only
-  // inside a region.
-  static const bool replay_registered = (register_checkpoint_replay(), true);
-  (void)replay_registered;
   ThreadState& s = tls();
   saved_ = std::make_unique<Saved>(Saved{s.enabled, s.recipe});
   if (s.depth == 0) s.region = std::make_shared<Region>();
