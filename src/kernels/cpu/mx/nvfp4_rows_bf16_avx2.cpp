@@ -138,12 +138,21 @@ struct Bf16Thresholds {
       look[c][0][l] = static_cast<int16_t>(base);
       look[c][3][l] = row[c][7][l];
     }
-    // Every d's code against the count of thresholds it reaches.
-    for (int d = 0; d < 1024 && look_ok[c]; ++d) {
+    // Every d's code against the count of thresholds it reaches. Both are step functions of d:
+    // the count steps at each r_i, the lookup only where d enters a bucket and where d - entry
+    // meets a multiple of 1024 (once a bucket at most). Between those points both stay constant,
+    // so comparing them at each point compares them at every d in 0..1023.
+    const auto agrees = [&](int d) {
       int count = 0;
       for (int i = 0; i < 7; ++i) count += r[i] <= d;
-      look_ok[c] = count == (d - look[c][1 + (d >> 9)][(d >> 5) & 15]) >> 10;
+      return count == (d - look[c][1 + (d >> 9)][(d >> 5) & 15]) >> 10;
+    };
+    for (int j = 0; j < 32 && look_ok[c]; ++j) {
+      const int step = 32 * j + ((look[c][1 + j / 16][j % 16] - 32 * j) % 1024 + 1024) % 1024;
+      look_ok[c] = agrees(32 * j) && (step >= 32 * j + 32 || agrees(step));
     }
+    for (int i = 0; i < 7 && look_ok[c]; ++i)
+      if (r[i] >= 0 && r[i] < 1024) look_ok[c] = agrees(r[i]);
   }
 
   // first..last: the longest run of ok codes over lo..hi.
