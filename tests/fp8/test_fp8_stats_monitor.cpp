@@ -205,5 +205,42 @@ TEST(Fp8StatsMonitor, DoesNothingWithoutFp8Layers) {
     for (const auto& [name, v] : row) EXPECT_EQ(name.rfind("fp8/", 0), std::string::npos) << name;
 }
 
+// The statistics of one layer's weight and input, as fp8_stats_json writes them.
+nlohmann::json two_roles(double weight_peak, double input_peak,
+                         double weight_saturated = 1.0 / 4096) {
+  const auto role = [](double peak, double saturated) {
+    return nlohmann::json{{"scale", 1037.9}, {"amax", 0.431641},
+                          {"peak", peak},    {"saturated_fraction", saturated},
+                          {"casts", 4096},   {"flushed_fraction", 0.0}};
+  };
+  return {{"model.layers.1.self_attn.o_proj",
+           {{"weight", role(weight_peak, weight_saturated)}, {"input", role(input_peak, 0.0)}}}};
+}
+
+TEST(Fp8StatsMonitor, SummaryCallsNothingSaturatedWhenThePeakIsTheScalesRounding) {
+  // Current scaling's amax element, a hair above 448 after the fp32 scale's rounding, is
+  // counted saturated though 448 is its correctly rounded value: nothing was clipped.
+  const std::string line = fp8_summary_line(two_roles(1.0000000441712993, 0.9));
+  EXPECT_EQ(line,
+            "FP8: no tensor saturated beyond the scales' rounding; largest peak "
+            "model.layers.1.self_attn.o_proj weight: 1.000 of the format's max, 0.0244% of values "
+            "a rounding above it (cast to the max); scale 1037.9, amax 0.431641");
+  // Nothing above the max: no fraction to give.
+  EXPECT_EQ(fp8_summary_line(two_roles(0.9, 0.5, 0.0)),
+            "FP8: no tensor saturated beyond the scales' rounding; largest peak "
+            "model.layers.1.self_attn.o_proj weight: 0.900 of the format's max; scale 1037.9, "
+            "amax 0.431641");
+  // A peak an E4M3 step below 464 / 448 clipped nothing either, but only the scales' rounding
+  // is let through: above it the peak is the amax growing past the scale (delayed scaling).
+  EXPECT_EQ(fp8_summary_line(two_roles(1.0001, 0.9)).rfind("FP8: worst-saturating tensor", 0), 0U);
+}
+
+TEST(Fp8StatsMonitor, SummaryNamesTheWorstSaturatingTensorBeyondTheRounding) {
+  const std::string line = fp8_summary_line(two_roles(0.9, 1.032));
+  EXPECT_EQ(line,
+            "FP8: worst-saturating tensor model.layers.1.self_attn.o_proj input: peak 1.032 of the "
+            "format's max, 0.0000% of values saturated; scale 1037.9, amax 0.431641");
+}
+
 }  // namespace
 }  // namespace mantissa::train

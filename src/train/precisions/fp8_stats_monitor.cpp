@@ -129,6 +129,14 @@ double number_or_inf(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = j.at(key);
   return v.is_number() ? v.get<double>() : std::numeric_limits<double>::infinity();
 }
+
+// How far above 1 a peak max|x| * scale / fp8_max goes from an fp32 scale's rounding alone (the
+// scale's and the product's, 2^-24 each, with room to spare). It is far below the half step
+// between every format's max and the value after it (E4M3 464 / 448, E5M2 61440 / 57344, E2M1
+// 7 / 6): the values counted saturated under such a peak round to the max anyway, none clipped.
+constexpr double kScaleRoundingTolerance = 1.0 / (1 << 20);
+
+bool peak_within_scale_rounding(double peak) { return peak <= 1.0 + kScaleRoundingTolerance; }
 }  // namespace
 
 std::string fp8_summary_line(const nlohmann::json& fp8) {
@@ -149,12 +157,24 @@ std::string fp8_summary_line(const nlohmann::json& fp8) {
     }
   }
   if (worst == nullptr) return "";
+  const double peak = number_or_inf(*worst, "peak");
+  const double percent = 100.0 * number_or_inf(*worst, "saturated_fraction");
+  const double scale = number_or_inf(*worst, "scale"), amax = number_or_inf(*worst, "amax");
+  if (peak_within_scale_rounding(peak)) {
+    // The values a rounding above the max, when there are any.
+    const std::string above =
+        percent > 0.0
+            ? fmt::format(", {:.4f}% of values a rounding above it (cast to the max)", percent)
+            : "";
+    return fmt::format(
+        "FP8: no tensor saturated beyond the scales' rounding; largest peak {} {}: {:.3f} of the "
+        "format's max{}; scale {:.6g}, amax {:.6g}",
+        layer, role, peak, above, scale, amax);
+  }
   return fmt::format(
       "FP8: worst-saturating tensor {} {}: peak {:.3f} of the format's max, {:.4f}% of values "
       "saturated; scale {:.6g}, amax {:.6g}",
-      layer, role, number_or_inf(*worst, "peak"),
-      100.0 * number_or_inf(*worst, "saturated_fraction"), number_or_inf(*worst, "scale"),
-      number_or_inf(*worst, "amax"));
+      layer, role, peak, percent, scale, amax);
 }
 
 }  // namespace mantissa::train

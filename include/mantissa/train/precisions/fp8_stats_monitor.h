@@ -64,11 +64,11 @@ void merge_fp8_stats(Fp8Stats& earlier, const Fp8Stats& later);
 std::map<std::string, double> fp8_stats_scalars(const Fp8Stats& stats);
 
 // The one line a run prints at its end about its last interval (`fp8` as fp8_stats_json writes
-// it): the worst-saturating tensor, the layer and role whose largest cast value came closest to
-// (or went furthest past) the format's max, i.e. the largest "peak" (ties: the larger
-// saturated fraction, then the first), with its peak, saturated fraction, scale and amax:
-//   "FP8: worst-saturating tensor net.0 input: peak 0.998 of the format's max, 0.0000% of
-//   values saturated; scale 35.84, amax 12.5"
+// it) on the layer and role with the largest "peak" (ties: the larger saturated fraction, then
+// the first): "FP8: worst-saturating tensor net.0 input: peak 1.032 of the format's max, 0.0122%
+// of values saturated; scale 35.84, amax 12.5", or, when that peak is within the fp32 scales'
+// rounding of 1 (nothing clipped: the values counted saturated round to the max anyway), "FP8:
+// no tensor saturated beyond the scales' rounding; largest peak net.0 input: 1.000 of ...".
 // "" when `fp8` names no tensor.
 std::string fp8_summary_line(const nlohmann::json& fp8);
 
