@@ -92,11 +92,11 @@ CommaListItems lora_target_items() {
           }};
 }
 
-CommaListItems module_name_items() {
-  return {"module name", [] {
-            return std::string(
-                "give module names separated by commas, as the model summary shows them, such "
-                "as net.0,h0");
+CommaListItems module_name_items(const std::string& examples) {
+  return {"module name", [examples] {
+            return "give module names separated by commas, as the model summary shows them, "
+                   "such as " +
+                   examples;
           }};
 }
 

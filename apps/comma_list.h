@@ -36,9 +36,10 @@ CLI::Option* add_comma_list_option(CLI::App& cmd, const std::string& name,
 // The items of the flags that list precisions, layers, modules and parameters.
 CommaListItems precision_items();
 CommaListItems hidden_size_items();
-CommaListItems layer_name_items();      // --quant-ignore
-CommaListItems lora_target_items();     // finetune's --lora-targets
-CommaListItems module_name_items();     // --fp8-exclude
+CommaListItems layer_name_items();   // --quant-ignore
+CommaListItems lora_target_items();  // finetune's --lora-targets
+// --fp8-exclude; `examples` such as "net.0,h0", the names the command's models have.
+CommaListItems module_name_items(const std::string& examples);
 CommaListItems parameter_name_items();  // --optim-bits-32
 
 }  // namespace mantissa::app

@@ -65,7 +65,7 @@ void add_finetune_command(CLI::App& app) {
                   "bf16-true, 16-true, transformer-engine(-float16), or nf4, nf4-dq, fp4, "
                   "fp4-dq, int8, int8-training (quantized at load, with LoRA: QLoRA)")
       ->capture_default_str();
-  add_fp8_options(cmd, &o->precision_options);
+  add_fp8_options(cmd, &o->precision_options, Fp8ModuleNames::kHuggingFace);
   add_quant_options(*cmd, o->quant, /*training=*/false);
   cmd->add_option("--lora-dropout", o->quant.lora_dropout, "Dropout on the LoRA adapters' input")
       ->capture_default_str();

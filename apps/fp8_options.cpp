@@ -45,7 +45,10 @@ std::string flag_level_error(const std::string& key, const std::string& v) {
 
 }  // namespace
 
-void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
+void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings, Fp8ModuleNames names) {
+  // Module names of the command's models, for --fp8-exclude's help and errors.
+  const std::string examples =
+      names == Fp8ModuleNames::kHuggingFace ? "lm_head,model.layers.0.mlp.down_proj" : "net.0,h0";
   // Each flag's value is checked alone by its validator; with --fp8-recipe and the flags given
   // before it (CLI11 runs the callbacks in turn, so the last one sees them all), by the recipe:
   // a flag the recipe does not read is refused, even at its default value ("--fp8-margin 0"
@@ -71,12 +74,12 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
         settings->erase(key);
     };
   };
-  auto flag = [&](const char* name, const char* key, const char* help) {
+  auto flag = [&](const char* name, const char* key, const std::string& help) {
     CLI::Option* option = cmd->add_option_function<std::string>(
         name, [set, key](const std::string& v) { set(key, v); }, help);
     // A list's empty names are refused as every comma-separated flag's are (comma_list.h),
     // before the plugin's own parser, which words it by its setting key.
-    if (std::string(key) == "fp8_exclude") option->check(comma_list(module_name_items()));
+    if (std::string(key) == "fp8_exclude") option->check(comma_list(module_name_items(examples)));
     // A bad value is refused while the command line is parsed, naming the flag, by the
     // plugin's own parser and recipe checks (the plugin's message names its setting key).
     option->check(CLI::Validator(
@@ -90,6 +93,7 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
           return "";
         },
         "", ""));
+    return option;
   };
   flag("--fp8-recipe", "fp8_recipe",
        "transformer-engine: how scales are found: delayed (amax history; default), current "
@@ -130,13 +134,16 @@ void add_fp8_options(CLI::App* cmd, PrecisionSettings* settings) {
   flag("--fp8-format", "fp8_format",
        "transformer-engine: E4M3 or HYBRID (E4M3 forward, E5M2 gradients; default)");
   flag("--fp8-amax-history-len", "fp8_amax_history_len",
-       "transformer-engine: steps of amax history per tensor (default 1024)");
+       "transformer-engine: steps of amax history per tensor (default 1024)")
+      ->type_name("INT");
   flag("--fp8-amax-compute-algo", "fp8_amax_compute_algo",
        "transformer-engine: max (default) or most_recent");
-  flag("--fp8-margin", "fp8_margin", "transformer-engine: scales are divided by 2^margin");
+  flag("--fp8-margin", "fp8_margin", "transformer-engine: scales are divided by 2^margin")
+      ->type_name("INT");
   flag("--fp8-exclude", "fp8_exclude",
        "transformer-engine: module names kept out of FP8 with everything inside them, comma "
-       "separated (e.g. head, h0)");
+       "separated (e.g. " +
+           examples + ")");
 }
 
 }  // namespace mantissa::app
