@@ -29,6 +29,7 @@
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/train/trainer.h"
 #include "plan_command.h"
+#include "repeated_switches.h"
 #include "train_command.h"
 #include "version_text.h"
 #include "whole_number_options.h"
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
   mantissa::app::add_checkpoint_command(app);
   mantissa::app::add_config_option(app);
   mantissa::app::read_whole_numbers_in_decimal(app);  // after every option is added
+  mantissa::app::refuse_repeated_switches(app);       // after every option is added
   // Then, so that they run first: no empty values, numbers in decimal only.
   // --sample-prompt '' is a prompt: the GPT's sample then starts from a newline (GPT::sample);
   // generate --prompt '' starts from the model's BOS token (transformers' generate() without
