@@ -110,6 +110,7 @@ void write_metrics_json(const TrainMetrics& m, const std::string& path) {
   j["precision"] = m.precision;
   if (!m.amp_backend.empty()) j["amp_backend"] = m.amp_backend;
   if (!m.amp_level.empty()) j["amp_level"] = m.amp_level;
+  if (m.fp8_recipe) j["fp8_recipe"] = *m.fp8_recipe;
   j["world_size"] = m.world_size;
   if (m.world_size > 1) {
     j["ddp"] = {{"comm_seconds_per_step", m.ddp_comm_seconds_per_step},

@@ -401,17 +401,19 @@ void write_bench_json(const BenchOptions& o, const std::vector<BenchResult>& res
   j["results"] = nlohmann::json::array();
   for (const auto& r : results) {
     // samples_per_second and seconds_per_step: the fastest round's, as the table's.
-    j["results"].push_back(
-        {{"precision", r.precision},
-         {"samples_per_second", r.metrics.samples_per_second},
-         {"seconds_per_step", training_seconds(r.metrics) / static_cast<double>(o.steps)},
-         {"median_samples_per_second", median_samples_per_second(r)},
-         {"round_samples_per_second", r.round_samples_per_second},
-         {"round_spread", round_spread(r)},
-         {"peak_training_memory_bytes", r.metrics.peak_training_memory_bytes},
-         {"peak_memory_bytes", r.metrics.peak_memory_bytes},
-         {"optimizer_state_bytes", r.metrics.optimizer_state_bytes},
-         {"train_loss", r.metrics.train_loss.front()}});
+    nlohmann::ordered_json row = {{"precision", r.precision}};
+    if (r.metrics.fp8_recipe) row["fp8_recipe"] = *r.metrics.fp8_recipe;
+    row.update(nlohmann::ordered_json{
+        {"samples_per_second", r.metrics.samples_per_second},
+        {"seconds_per_step", training_seconds(r.metrics) / static_cast<double>(o.steps)},
+        {"median_samples_per_second", median_samples_per_second(r)},
+        {"round_samples_per_second", r.round_samples_per_second},
+        {"round_spread", round_spread(r)},
+        {"peak_training_memory_bytes", r.metrics.peak_training_memory_bytes},
+        {"peak_memory_bytes", r.metrics.peak_memory_bytes},
+        {"optimizer_state_bytes", r.metrics.optimizer_state_bytes},
+        {"train_loss", r.metrics.train_loss.front()}});
+    j["results"].push_back(row);
   }
   // Whole or not at all, as compare's reports: written in place, a full disk left an empty file
   // behind and the run still exited 0.

@@ -505,6 +505,7 @@ std::string compare_json(const CompareOptions& o, const std::vector<TrainMetrics
   for (const TrainMetrics& m : runs) {
     nlohmann::ordered_json r;
     r["precision"] = m.precision;
+    if (m.fp8_recipe) r["fp8_recipe"] = *m.fp8_recipe;
     if (!m.diverged.empty()) {
       r["diverged"] = m.diverged;
       j["runs"].push_back(r);

@@ -437,6 +437,7 @@ TrainMetrics run_gpt_evaluation(const TrainOptions& o, const GptOptions& g) {
                  non_finite_eval_message(o.evaluate_checkpoint, "validation", it->second,
                                          precision.precision()));
   m.precision = precision.precision();
+  m.fp8_recipe = fp8_recipe_metrics(precision);
   m.model = "gpt";
   m.evaluated_checkpoint = o.evaluate_checkpoint;
   m.batch_size = o.batch_size;

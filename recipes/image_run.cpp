@@ -470,6 +470,7 @@ TrainMetrics run_evaluation(const TrainOptions& o) {
   TrainMetrics m;
   const std::shared_ptr<nn::Module> net = build_model(o, trainer, m);
   m.precision = trainer.precision_plugin().precision();
+  m.fp8_recipe = fp8_recipe_metrics(trainer.precision_plugin());
   m.model = o.model;
   m.threads = omp_get_max_threads();
   for (const auto& p : net->parameters()) m.parameters += p.numel();

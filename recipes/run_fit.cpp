@@ -75,6 +75,7 @@ void record_fit_end(train::Trainer& trainer, const nn::Module& net, const std::s
   }
   m.step_losses = trainer.step_losses();
   m.fp8 = fp8_metrics(trainer);
+  m.fp8_recipe = fp8_recipe_metrics(trainer.precision_plugin());
   record_weight_bytes(trainer, net, m);
   if (trainer.interrupted()) record_interruption(trainer, m);
   // Recorded before the metrics JSON is written, which says so; the caller decides what it

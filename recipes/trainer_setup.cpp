@@ -23,6 +23,7 @@
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/precisions/bitsandbytes_precision.h"
 #include "mantissa/train/precisions/fp8_stats_monitor.h"
+#include "mantissa/train/precisions/transformer_engine_precision.h"
 #include "mantissa/train/progress_bar_callback.h"
 #include "mantissa/train/report/logger.h"
 #include "mantissa/train/report/metric_text.h"
@@ -355,6 +356,14 @@ std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer) {
       return monitor->last_json();
   }
   return std::nullopt;
+}
+
+std::optional<nlohmann::json> fp8_recipe_metrics(const train::Precision& precision) {
+  const auto* te = dynamic_cast<const train::TransformerEnginePrecision*>(&precision);
+  if (te == nullptr) return std::nullopt;
+  nlohmann::json j = te->recipe().to_json();
+  j["exclude"] = te->exclude();
+  return j;
 }
 
 int64_t batches_per_rank(train::Trainer& trainer, const data::DataLoader& loader) {

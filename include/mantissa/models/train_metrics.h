@@ -33,6 +33,10 @@ struct TrainMetrics {
   std::vector<int64_t> peak_rss_bytes_per_rank;
   // "apex" and its level ("O0".."O3") when the run used Apex's levels ("" otherwise).
   std::string amp_backend, amp_level;
+  // The transformer-engine precisions: the FP8 recipe the run used with its settings, as a
+  // checkpoint records it (fp8::Recipe::to_json: "recipe" and the fields of its kind), and the
+  // --fp8-exclude names ("exclude").
+  std::optional<nlohmann::json> fp8_recipe;
   std::string model;
   // The GPT's blocks ran under activation checkpointing (--activation-checkpointing).
   bool activation_checkpointing = false;

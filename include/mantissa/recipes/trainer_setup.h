@@ -89,6 +89,9 @@ int64_t batches_per_rank(train::Trainer& trainer, const data::DataLoader& loader
 // The metrics JSON's "fp8" object: the last interval's FP8 statistics kept by the run's
 // Fp8StatsMonitor, or nothing (no FP8 layers, or the monitor is absent).
 std::optional<nlohmann::json> fp8_metrics(const train::Trainer& trainer);
+// The metrics JSON's "fp8_recipe" (TrainMetrics::fp8_recipe) of a run under `precision`, or
+// nothing outside the transformer-engine precisions.
+std::optional<nlohmann::json> fp8_recipe_metrics(const train::Precision& precision);
 
 // Counts from the step a fit starts at (a resumed run's step history begins with the
 // checkpoint's, so an empty history does not mean "nothing trained"). Add it to the

@@ -55,6 +55,7 @@ class TransformerEnginePrecision : public Precision {
   std::string class_name() const override { return "TransformerEnginePrecision"; }
   DType param_dtype() const override { return dtype_; }
   const fp8::Recipe& recipe() const { return options_.recipe; }
+  const std::vector<std::string>& exclude() const { return options_.exclude; }
 
   // Replaces the layers (see the file comment), then casts the module to the weights dtype.
   // Returns through replaced_layers() how many layers it swapped.
