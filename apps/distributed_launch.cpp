@@ -57,6 +57,10 @@ volatile std::sig_atomic_t stop_signal = 0;
 
 // Set by the launcher for the ranks it starts: it announces the interrupts it hands on itself.
 constexpr const char* kLauncherEnv = "MANTISSA_DEVICES_LAUNCHER";
+// Set by the launcher for the ranks it starts: the file it writes the stop signal it was sent
+// into (train::set_launcher_signal_file), open in the launcher as signal_record_fd.
+constexpr const char* kSignalFileEnv = "MANTISSA_DEVICES_SIGNAL_FILE";
+volatile int signal_record_fd = -1;
 
 void write_stderr(const char* text) {
   size_t size = std::strlen(text);
@@ -86,8 +90,42 @@ void forward_stop_signal(int signal) {
                                      : "\nmantissa: hangup (SIGHUP): the ranks finish the current "
                                        "step, then stop (signal again to exit at once)\n");
   }
+  // mpirun signals every rank with SIGTERM whatever it got: the ranks read the signal sent here
+  // from the file, written before mpirun hears of it.
+  if (first && signal_record_fd >= 0) {
+    char text[4] = {static_cast<char>('0' + signal / 10 % 10), static_cast<char>('0' + signal % 10),
+                    '\n', '\0'};
+    (void)!::pwrite(signal_record_fd, text, 3, 0);
+  }
   if (launched_mpirun > 0) ::kill(launched_mpirun, signal);
 }
+
+// The file of kSignalFileEnv: made empty for the job, removed when it ends.
+class SignalRecordFile {
+ public:
+  SignalRecordFile() {
+    const char* tmp = std::getenv("TMPDIR");
+    path_ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+            "/mantissa-devices-signal-XXXXXX";
+    signal_record_fd = ::mkstemp(path_.data());
+    if (signal_record_fd < 0) {
+      path_.clear();  // the ranks then record the SIGTERM mpirun sends them
+      return;
+    }
+    ::setenv(kSignalFileEnv, path_.c_str(), 1);
+  }
+  ~SignalRecordFile() {
+    if (path_.empty()) return;
+    ::unlink(path_.c_str());
+    ::close(signal_record_fd);
+    signal_record_fd = -1;
+  }
+  SignalRecordFile(const SignalRecordFile&) = delete;
+  SignalRecordFile& operator=(const SignalRecordFile&) = delete;
+
+ private:
+  std::string path_;
+};
 
 // Runs cmd (mpirun and its arguments) as a child in a process group of its own and waits for it.
 // Its own group: a Ctrl-C at the terminal reaches the launcher alone, which hands it on once
@@ -211,7 +249,12 @@ void relaunch_under_mpirun_if_needed(const TrainOptions& o, const char* command)
       mpirun, "--quiet", "--oversubscribe",         "--bind-to", "none", "--stdin",
       "none", "-np",     std::to_string(o.devices), self};
   cmd.insert(cmd.end(), args.begin() + 1, args.end());
-  std::exit(run_mpirun(std::move(cmd), command));
+  int status = 0;
+  {
+    const SignalRecordFile signal_file;
+    status = run_mpirun(std::move(cmd), command);
+  }
+  std::exit(status);
 }
 
 bool& quiet_rank() {
@@ -232,6 +275,7 @@ void refuse_multi_rank_job(const char* command) {
 int quiet_non_zero_ranks() {
   if (!dist::launched_by_mpi() || dist::launcher_world_size() <= 1) return 0;
   const int rank = dist::world()->rank();
+  if (const char* file = std::getenv(kSignalFileEnv)) train::set_launcher_signal_file(file);
   if (rank != 0) {
     std::fflush(stdout);
     if (std::freopen("/dev/null", "w", stdout) == nullptr) std::fclose(stdout);

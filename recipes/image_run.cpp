@@ -204,10 +204,10 @@ void record_interruption(const train::Trainer& trainer, TrainMetrics& m, int sig
     resume = fmt::format("the weights of step {} are written to {}; {}", *m.interrupted_after_step,
                          written, resume);
   }
-  // Under a launcher (mpirun, --devices N) a SIGTERM is most often the user's Ctrl-C, which
-  // mpirun hands to every rank as SIGTERM.
-  const bool launcher =
-      signal == SIGTERM && dist::launched_by_mpi() && dist::launcher_world_size() > 1;
+  // Under mpirun a SIGTERM is most often the user's Ctrl-C, which mpirun hands to every rank as
+  // SIGTERM; the --devices launcher names the signal it was sent (train::launcher_signal).
+  const bool launcher = signal == SIGTERM && dist::launched_by_mpi() &&
+                        dist::launcher_world_size() > 1 && !train::launcher_signal();
   const std::string by =
       launcher ? std::string("SIGTERM from the launcher (e.g. Ctrl-C)") : *m.interrupted_by;
   throw TrainingInterrupted(

@@ -8,6 +8,7 @@
 // Trainer when it next looks at the flag.
 #include "mantissa/train/signals.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -83,7 +84,32 @@ std::atomic<int64_t> g_first_signal_ns{0};
   ::_exit(128 + signal);
 }
 
-void record_signal(int signal) {
+// set_launcher_signal_file's path, NUL-terminated ("" for none); written before the handlers
+// are installed, read by them.
+char g_launcher_signal_file[4096] = {0};
+
+// The signal number in the launcher's file, 0 when there is none. Async-signal-safe (open(2),
+// read(2), close(2)).
+int read_launcher_signal() {
+  if (g_launcher_signal_file[0] == '\0') return 0;
+  const int fd = ::open(g_launcher_signal_file, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[16];
+  const ssize_t n = ::read(fd, text, sizeof text);
+  ::close(fd);
+  int signal = 0;
+  for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9' && signal < 1000; ++i)
+    signal = signal * 10 + (text[i] - '0');
+  return signal;
+}
+
+// The signal a person sent: mpirun hands the launcher's SIGINT on as SIGTERM.
+int as_sent(int signal) {
+  return signal == SIGTERM && read_launcher_signal() == SIGINT ? SIGINT : signal;
+}
+
+void record_signal(int received) {
+  const int signal = as_sent(received);
   int expected = 0;
   if (!g_signal.compare_exchange_strong(expected, signal)) {
     if (expected == signal && monotonic_ns() - g_first_signal_ns.load() < kSameRequestNs) return;
@@ -156,6 +182,19 @@ void request_interrupt(int signal) {
 
 void set_interrupt_messages(InterruptMessages messages) {
   g_messages.store(static_cast<int>(messages));
+}
+
+void set_launcher_signal_file(const std::string& path) {
+  MANTISSA_CHECK(path.size() < sizeof g_launcher_signal_file, "set_launcher_signal_file",
+                 "the path is {} bytes long, at most {} fit", path.size(),
+                 sizeof g_launcher_signal_file - 1);
+  std::memcpy(g_launcher_signal_file, path.c_str(), path.size() + 1);
+}
+
+std::optional<int> launcher_signal() {
+  const int signal = read_launcher_signal();
+  if (signal != SIGINT && signal != SIGTERM) return std::nullopt;
+  return signal;
 }
 
 const char* signal_name(int signal) {

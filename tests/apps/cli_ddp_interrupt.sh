@@ -1,7 +1,9 @@
 #!/bin/sh
 # Ctrl-C during `mantissa train --devices 2` ends the job as it ends one process
 # (docs/distributed.md, "What is synchronised", Ctrl-C): exit status 130 (143 for a SIGTERM), one interrupt
-# line from rank 0, last.safetensors and the metrics JSON written. The signal goes to the
+# line from rank 0 naming the signal the launcher was sent (SIGINT for a Ctrl-C, although mpirun
+# hands it to the ranks as SIGTERM), last.safetensors and the metrics JSON written, its
+# "interrupted_by" naming that signal too. The signal goes to the
 # launcher alone (as `timeout --foreground` sends it) or to its whole process group (as a
 # terminal's Ctrl-C does): either way mpirun hears it once, so the ranks finish their step.
 # (`setsid` gives the launcher a process group of its own to signal, as a terminal's job has.)
@@ -33,13 +35,15 @@ interrupt() {
   wait "$pid"
   rc=$?
   [ "$rc" = "$3" ] || fail "$1 $2: exit status $rc, expected $3"
-  [ "$(grep -c 'mantissa: interrupted by SIGTERM from the launcher (e.g. Ctrl-C) after step [0-9]*; resume with --resume' "$dir/err.$2")" = 1 ] ||
-    fail "$1 $2: not one interrupt line"
+  [ "$(grep -c "mantissa: interrupted by SIG$2 after step [0-9]*; resume with --resume" "$dir/err.$2")" = 1 ] ||
+    fail "$1 $2: not one interrupt line naming SIG$2"
   # The launcher announces the signal it hands on, once (rank 0 does not).
   [ "$(grep -c "^mantissa: \(interrupted (SIGINT\|termination requested (SIGTERM\)" "$dir/err.$2")" = 1 ] ||
     fail "$1 $2: not one announcement from the launcher"
   [ -f "$dir/ckpt/last.safetensors" ] || fail "$1 $2: no last.safetensors"
   grep -q '"interrupted_after_step"' "$dir/m.json" || fail "$1 $2: metrics JSON lacks the step"
+  grep -q "\"interrupted_by\": \"SIG$2\"" "$dir/m.json" ||
+    fail "$1 $2: the metrics JSON does not say interrupted_by SIG$2"
 }
 interrupt launcher INT 130
 interrupt group INT 130

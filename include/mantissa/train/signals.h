@@ -40,6 +40,16 @@ enum class InterruptMessages { kNormal, kLauncher, kQuiet };
 void set_interrupt_messages(InterruptMessages messages);
 // "SIGINT", "SIGTERM", or "a signal" for any other.
 const char* signal_name(int signal);
+// A launcher that starts the ranks through mpirun (`mantissa train --devices N`) and hands the
+// stop signal it was sent on to mpirun, which signals every rank with SIGTERM whatever it got,
+// writes that signal's number (decimal text) into the file at `path` first: a SIGTERM received
+// while the file names SIGINT is taken as that SIGINT, so that the run's record and exit status
+// are the Ctrl-C's (130), not SIGTERM's. Call before the handlers are installed; "" (the
+// default) takes every signal as received.
+void set_launcher_signal_file(const std::string& path);
+// The signal the launcher's file names (SIGINT or SIGTERM), or nothing: no file set, or the
+// launcher was sent no stop signal (mpirun ending the job on its own, e.g. after a rank died).
+std::optional<int> launcher_signal();
 
 // The set-up of a run (building the model, loading the data) can take minutes and holds nothing
 // to save: while an ExitOnInterrupt is alive, a SIGINT or SIGTERM ends the process at once
