@@ -35,8 +35,8 @@ void warn_if_most_steps_trained_nothing(const train::Trainer& trainer, int64_t f
   warn_once(fmt::format(
       "{} of the {} optimizer steps trained no token: their --block-size windows hold prompt "
       "tokens only (the completions fall outside them), so those steps have no token to learn "
-      "from and no loss (null in step_losses); a larger --block-size puts the completions in "
-      "the windows",
+      "from, no loss (null in step_losses) and no weight update; a larger --block-size puts the "
+      "completions in the windows",
       empty, steps));
 }
 

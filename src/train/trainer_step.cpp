@@ -97,6 +97,16 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
         plugin_->clip_gradients(opt, options_.gradient_clip_val, clip_algorithm_);
       strategy_->before_optimizer_update(opt);
     };
+    // A step whose batches hold no item has nothing to learn from: its optimizer does not step,
+    // as after a training_step that returned no loss (Lightning's None), since AdamW's moments
+    // and weight decay would still move the weights on its zero gradient. Its batches still run
+    // (every rank's backward and reductions, in step with the others), and, as Lightning's, it
+    // counts as a global step and the schedulers step.
+    const bool no_items = item_weighted_ && step_has_no_items(*this);
+    auto step_closure = [&]() -> Tensor {
+      const Tensor loss = closure();
+      return no_items ? Tensor() : loss;
+    };
     const double scale_before = watch_scaler ? scaler->get_scale() : 0.0;
     const int64_t skipped_before = watch_scaler ? scaler->skipped_steps() : 0;
     {
@@ -104,7 +114,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
       // step, as Lightning's; the parts have their own actions.
       ProfileScope profile(profiler(), "optimizer_step");
       try {
-        plugin_->optimizer_step(opt, closure, after_closure);
+        plugin_->optimizer_step(opt, step_closure, after_closure);
         strategy_->after_optimizer_update(opt);
       } catch (const optim::NonFiniteGradient& e) {
         throw_gradient_diverged(e, b);
@@ -120,7 +130,7 @@ void Trainer::train_batch(const data::Example& raw, int64_t b, int64_t n) {
     const double rank_loss = item_weighted_ ? sum_of(window_losses_) : mean_of(window_losses_);
     const double job_loss = strategy_->mean_over_ranks(rank_loss);
     // A step without any item trained nothing: no loss (its shares' 0 is no mean).
-    step_losses_.push_back(item_weighted_ && step_has_no_items(*this) ? NAN : job_loss);
+    step_losses_.push_back(no_items ? NAN : job_loss);
     window_losses_.clear();
     // Schedulers advance on every step, also one a loss scaler skipped (as Lightning does).
     step_schedulers("step", global_step_);

@@ -4,7 +4,10 @@
 # has no token to learn from and no loss (transformers' Trainer's is NaN). Such a step's step_losses
 # entry is null (it was 0.0), the validation lines' train loss is the mean of the steps that
 # trained (they say how many did not), and the run warns once why (the completions fall outside
-# the windows) and what to do (a larger --block-size). Runs with every window trained are
+# the windows) and what to do (a larger --block-size). Such a step takes no optimizer step
+# (as Lightning skips one whose training_step returns None): with weight decay, a run of five such
+# steps writes the adapter of a run of one (AdamW's decay moved it at each). Runs with every
+# window trained are
 # unchanged (cli_finetune_qlora.sh, cli_finetune_token_average.sh).
 # Usage: cli_finetune_untrained_steps.sh <mantissa binary> <fixtures dir>
 set -u
@@ -47,4 +50,10 @@ done || exit 1
 json_list "$dir/b1.json" step_losses | grep -q -v "^null$" && fail "a step of batch size 1 has a loss"
 grep -q "warning: 5 of the 5 optimizer steps trained no token" "$dir/b1.txt" ||
   fail "no warning for batch size 1"
-echo "finetune: steps without a trained token have no loss, and the run says why"
+for n in 1 5; do
+  "$cli" $run --batch-size 1 --max-steps $n --weight-decay 0.1 --output-dir "$dir/wd$n" \
+    >"$dir/wd$n.txt" 2>&1 || fail "the run of $n steps with weight decay failed"
+done
+cmp -s "$dir/wd1/adapter_model.safetensors" "$dir/wd5/adapter_model.safetensors" ||
+  fail "steps without a trained token moved the weights (weight decay)"
+echo "finetune: steps without a trained token have no loss and no update, and the run says why"

@@ -109,5 +109,50 @@ TEST(TokenWeightedLoss, PerBatchMeansWeighTheMicroBatchesEqually) {
   EXPECT_GT(max_weight_difference(whole, per_batch), 1e-3);  // 1.2e-2 measured
 }
 
+// A step whose batch holds no trained target takes no optimizer step (as Lightning's
+// training_step returning None): the weights and the optimizer's state (AdamW's moments and step
+// count, which its zero gradient and weight decay would still have moved) after a run whose
+// second step trains nothing are those after its first step; the step still counts and has no
+// loss.
+TEST(TokenWeightedLoss, AStepWithoutTrainedTargetsLeavesWeightsAndOptimizerState) {
+  const auto run = [](int64_t steps, std::vector<std::vector<double>>& weights,
+                      optim::OptimizerState& state) {
+    train::TrainerOptions o;
+    o.precision = "64-true";
+    o.max_steps = steps;
+    o.seed = 3;
+    o.enable_checkpointing = false;
+    o.enable_progress_bar = false;
+    train::Trainer trainer(o);
+    LanguageModel lm(std::make_shared<GPT>(tiny_gpt(trainer.precision_plugin().param_dtype())),
+                     {.lr = 3e-3, .warmup_steps = 0, .token_weighted = true});
+    data::Example all = sequences();
+    // The second batch of two sequences: every target ignored.
+    all.target.slice(0, 2, 4).fill_(static_cast<double>(data::kIgnoreIndex));
+    data::DataLoader loader(std::make_shared<data::TensorDataset>(all.input, all.target), 2);
+    trainer.fit(lm, loader);
+    EXPECT_EQ(trainer.global_step(), steps);
+    for (const Tensor& p : lm.parameters()) weights.push_back(p.contiguous().to_vector<double>());
+    state = trainer.optimizer()->state_dict();
+    return trainer.step_losses();
+  };
+  std::vector<std::vector<double>> w1, w2;
+  optim::OptimizerState s1, s2;
+  run(1, w1, s1);
+  const std::vector<double> losses = run(2, w2, s2);
+  ASSERT_EQ(losses.size(), 2u);
+  EXPECT_TRUE(std::isfinite(losses[0]));
+  EXPECT_TRUE(std::isnan(losses[1]));
+  EXPECT_EQ(w1, w2);
+  EXPECT_EQ(s1.meta, s2.meta);
+  ASSERT_EQ(s1.tensors.size(), s2.tensors.size());
+  for (const auto& [name, t] : s1.tensors) {
+    ASSERT_TRUE(s2.tensors.contains(name)) << name;
+    EXPECT_EQ(t.to(kFloat64).contiguous().to_vector<double>(),
+              s2.tensors.at(name).to(kFloat64).contiguous().to_vector<double>())
+        << name;
+  }
+}
+
 }  // namespace
 }  // namespace mantissa::models
