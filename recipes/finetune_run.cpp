@@ -409,25 +409,22 @@ void check_fp8_exclude_matched(const nn::Module& model, const TrainOptions& o,
                                const models::HfConfig& config, const std::string& model_dir) {
   if (!train::precision_traits(o.precision).fp8 || !o.precision_options.contains("fp8_exclude"))
     return;
-  std::vector<std::string> names;
-  for (const auto& [name, m] : model.named_modules(/*remove_duplicate=*/false))
-    if (!name.empty()) names.push_back(name);
-  for (const std::string& e : train::transformer_engine_options_from(o.precision_options).exclude) {
-    if (std::find(names.begin(), names.end(), e) != names.end()) continue;
-    const bool tied_head =
-        config.tie_word_embeddings && (e == "lm_head" || e.ends_with(".lm_head"));
-    MANTISSA_CHECK(!tied_head, kWhere,
-                   "--fp8-exclude names '{}', but --model-dir {} ties its output layer to the "
-                   "input embedding (tie_word_embeddings in config.json), which never runs in "
-                   "FP8: leave '{}' out",
-                   escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
-                   escape_untrusted(e));
-    fail(kWhere,
-         "--fp8-exclude names '{}', which is no layer of --model-dir {} (a {}); closest names: "
-         "{} (a name keeps that layer and everything inside it out of FP8)",
-         escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
-         models::to_string(config.architecture), fmt::join(closest_names(e, names, 5), ", "));
-  }
+  const train::Fp8ExcludeMatch match = train::match_fp8_exclude(
+      model, train::transformer_engine_options_from(o.precision_options).exclude);
+  if (match.unmatched.empty()) return;
+  const std::string& e = match.unmatched.front();
+  const bool tied_head = config.tie_word_embeddings && (e == "lm_head" || e.ends_with(".lm_head"));
+  MANTISSA_CHECK(!tied_head, kWhere,
+                 "--fp8-exclude names '{}', but --model-dir {} ties its output layer to the "
+                 "input embedding (tie_word_embeddings in config.json), which never runs in "
+                 "FP8: leave '{}' out",
+                 escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
+                 escape_untrusted(e));
+  fail(kWhere,
+       "--fp8-exclude names '{}', which is no layer of --model-dir {} (a {}); closest names: "
+       "{} (a name keeps that layer and everything inside it out of FP8)",
+       escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
+       models::to_string(config.architecture), fmt::join(closest_names(e, match.names, 5), ", "));
 }
 
 // Tokenization progress: on a terminal (stderr) a percentage rewritten in place; elsewhere, for

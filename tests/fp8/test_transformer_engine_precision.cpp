@@ -159,6 +159,21 @@ TEST(TransformerEnginePrecision, ExcludingAnUnknownLayerIsAnError) {
                {"fp8_exclude names '22', but the model", "no such layer", "closest names: 2"});
 }
 
+// match_fp8_exclude, which check_fp8_exclude and finetune's --fp8-exclude check share: the
+// names that match no module in their order, and every module name (a shared module under both
+// of its names, the root left out) for the hint.
+TEST(TransformerEnginePrecision, MatchFp8ExcludeListsUnmatchedNamesAndEveryModuleName) {
+  auto shared = std::make_shared<nn::Linear>(8, 8);
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(shared);
+  model->push_back(std::make_shared<nn::ReLU>());
+  model->push_back(shared);
+  const Fp8ExcludeMatch match = match_fp8_exclude(*model, {"x", "2", "0", "lm_head"});
+  EXPECT_EQ(match.unmatched, (std::vector<std::string>{"x", "lm_head"}));
+  EXPECT_EQ(match.names, (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_TRUE(match_fp8_exclude(*model, {}).unmatched.empty());
+}
+
 // The names are checked before any layer is replaced: a refused call leaves the model as it
 // was (no FP8 layer, no dtype change), so a retry with the corrected list converts it and
 // keeps the excluded layer (rather than finding the layers already FP8 and replacing nothing).

@@ -235,19 +235,26 @@ bool holds_fp8_layers(nn::Module& module) {
   return found;
 }
 
+Fp8ExcludeMatch match_fp8_exclude(const nn::Module& module,
+                                  const std::vector<std::string>& exclude) {
+  Fp8ExcludeMatch match;
+  for (const auto& [q, m] : module.named_modules(/*remove_duplicate=*/false))
+    if (!q.empty()) match.names.push_back(q);  // the root has no name to exclude
+  for (const std::string& e : exclude)
+    if (std::find(match.names.begin(), match.names.end(), e) == match.names.end())
+      match.unmatched.push_back(e);
+  return match;
+}
+
 void check_fp8_exclude(nn::Module& module, const std::vector<std::string>& exclude) {
   // A name to keep out that names no layer is a typo, not a request: say so (as
   // --optim-bits-32 does) instead of quietly converting the layer it meant.
-  // Every name of a module held in two slots: the user may name a shared layer by either.
-  std::vector<std::string> names;
-  for (const auto& [q, m] : module.named_modules(/*remove_duplicate=*/false))
-    if (!q.empty()) names.push_back(q);  // the root has no name to exclude
-  for (const std::string& e : exclude) {
-    if (std::find(names.begin(), names.end(), e) != names.end()) continue;
-    fail("TransformerEnginePrecision",
-         "fp8_exclude names '{}', but the model ({}) has no such layer; closest names: {}", e,
-         module.name(), fmt::join(closest_names(e, names, 5), ", "));
-  }
+  const Fp8ExcludeMatch match = match_fp8_exclude(module, exclude);
+  if (match.unmatched.empty()) return;
+  const std::string& e = match.unmatched.front();
+  fail("TransformerEnginePrecision",
+       "fp8_exclude names '{}', but the model ({}) has no such layer; closest names: {}", e,
+       module.name(), fmt::join(closest_names(e, match.names, 5), ", "));
 }
 
 TransformerEnginePrecision::TransformerEnginePrecision(const std::string& precision,
