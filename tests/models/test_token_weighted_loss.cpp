@@ -44,15 +44,19 @@ struct FitResult {
   std::vector<std::vector<double>> weights;
 };
 
-FitResult fit(bool token_weighted, int64_t batch_size, int64_t accumulate) {
+train::TrainerOptions trainer_options(int64_t steps, int64_t accumulate) {
   train::TrainerOptions o;
   o.precision = "64-true";  // the comparisons below then see the weighting, not the rounding
-  o.max_steps = 2;
+  o.max_steps = steps;
   o.accumulate_grad_batches = accumulate;
   o.seed = 3;
   o.enable_checkpointing = false;
   o.enable_progress_bar = false;
-  train::Trainer trainer(o);
+  return o;
+}
+
+FitResult fit(bool token_weighted, int64_t batch_size, int64_t accumulate) {
+  train::Trainer trainer(trainer_options(2, accumulate));
   LanguageModel lm(std::make_shared<GPT>(tiny_gpt(trainer.precision_plugin().param_dtype())),
                    {.lr = 3e-3, .warmup_steps = 0, .token_weighted = token_weighted});
   const data::Example all = sequences();
@@ -117,13 +121,7 @@ TEST(TokenWeightedLoss, PerBatchMeansWeighTheMicroBatchesEqually) {
 TEST(TokenWeightedLoss, AStepWithoutTrainedTargetsLeavesWeightsAndOptimizerState) {
   const auto run = [](int64_t steps, std::vector<std::vector<double>>& weights,
                       optim::OptimizerState& state) {
-    train::TrainerOptions o;
-    o.precision = "64-true";
-    o.max_steps = steps;
-    o.seed = 3;
-    o.enable_checkpointing = false;
-    o.enable_progress_bar = false;
-    train::Trainer trainer(o);
+    train::Trainer trainer(trainer_options(steps, 1));
     LanguageModel lm(std::make_shared<GPT>(tiny_gpt(trainer.precision_plugin().param_dtype())),
                      {.lr = 3e-3, .warmup_steps = 0, .token_weighted = true});
     data::Example all = sequences();
