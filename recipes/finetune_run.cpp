@@ -405,26 +405,32 @@ void check_every_lora_target_matched(const nn::Module& model,
 // --fp8-exclude's names against the loaded model, before training: each must name one of its
 // layers (a container keeps everything inside it out of FP8). A model with tied embeddings has
 // no lm_head: its output layer is the input embedding, which never runs in FP8.
-void check_fp8_exclude_matched(const nn::Module& model, const TrainOptions& o,
+void check_fp8_exclude_matched(nn::Module& model, const TrainOptions& o,
                                const models::HfConfig& config, const std::string& model_dir) {
   if (!train::precision_traits(o.precision).fp8 || !o.precision_options.contains("fp8_exclude"))
     return;
   const train::Fp8ExcludeMatch match = train::match_fp8_exclude(
       model, train::transformer_engine_options_from(o.precision_options).exclude);
-  if (match.unmatched.empty()) return;
-  const std::string& e = match.unmatched.front();
-  const bool tied_head = config.tie_word_embeddings && (e == "lm_head" || e.ends_with(".lm_head"));
-  MANTISSA_CHECK(!tied_head, kWhere,
-                 "--fp8-exclude names '{}', but --model-dir {} ties its output layer to the "
-                 "input embedding (tie_word_embeddings in config.json), which never runs in "
-                 "FP8: leave '{}' out",
-                 escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
-                 escape_untrusted(e));
-  fail(kWhere,
-       "--fp8-exclude names '{}', which is no layer of --model-dir {} (a {}); closest names: "
-       "{} (a name keeps that layer and everything inside it out of FP8)",
-       escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
-       models::to_string(config.architecture), fmt::join(closest_names(e, match.names, 5), ", "));
+  if (!match.unmatched.empty()) {
+    const std::string& e = match.unmatched.front();
+    const bool tied_head =
+        config.tie_word_embeddings && (e == "lm_head" || e.ends_with(".lm_head"));
+    MANTISSA_CHECK(!tied_head, kWhere,
+                   "--fp8-exclude names '{}', but --model-dir {} ties its output layer to the "
+                   "input embedding (tie_word_embeddings in config.json), which never runs in "
+                   "FP8: leave '{}' out",
+                   escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
+                   escape_untrusted(e));
+    fail(kWhere,
+         "--fp8-exclude names '{}', which is no layer of --model-dir {} (a {}); closest names: "
+         "{} (a name keeps that layer and everything inside it out of FP8)",
+         escape_untrusted(e), quote_untrusted(model_dir, kPathMaxBytes),
+         models::to_string(config.architecture), fmt::join(match.candidates(e), ", "));
+  }
+  MANTISSA_CHECK(match.idle.empty(), kWhere,
+                 "--fp8-exclude names '{}', which holds no layer that runs in FP8 (the "
+                 "embedding, the norms and LoRA's lora_A/lora_B stay in bf16): leave it out",
+                 match.idle.empty() ? std::string() : escape_untrusted(match.idle.front()));
 }
 
 // Tokenization progress: on a terminal (stderr) a percentage rewritten in place; elsewhere, for

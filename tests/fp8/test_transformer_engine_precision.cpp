@@ -174,6 +174,32 @@ TEST(TransformerEnginePrecision, MatchFp8ExcludeListsUnmatchedNamesAndEveryModul
   EXPECT_TRUE(match_fp8_exclude(*model, {}).unmatched.empty());
 }
 
+// A name of a module that holds no layer that runs in FP8 (here a ReLU, a block of two) changes
+// nothing and is refused; a block holding a Linear is kept. An unmatched short name is hinted
+// with the modules it ends (as a LoRA target matches), not with the names spelt closest.
+TEST(TransformerEnginePrecision, ExcludeOfALayerThatNeverRunsInFp8IsRefusedAndShortNamesHinted) {
+  auto block = [] {
+    auto b = std::make_shared<nn::Sequential>();
+    b->push_back(std::make_shared<nn::Linear>(8, 8));
+    b->push_back(std::make_shared<nn::ReLU>());
+    return b;
+  };
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(block());
+  model->push_back(block());
+  model->push_back(std::make_shared<nn::ReLU>());
+  const Fp8ExcludeMatch match = match_fp8_exclude(*model, {"0", "1.1", "2", "0.0"});
+  EXPECT_TRUE(match.unmatched.empty());
+  EXPECT_EQ(match.idle, (std::vector<std::string>{"1.1", "2"}));
+  EXPECT_EQ(match.candidates("1"), (std::vector<std::string>{"0.1", "1.1"}));
+  expect_error(
+      [&] {
+        check_fp8_exclude(*model, {"0", "2"});
+      },
+      {"fp8_exclude names '2', which holds no layer that runs in FP8"});
+  check_fp8_exclude(*model, {"0", "1.0"});
+}
+
 // The names are checked before any layer is replaced: a refused call leaves the model as it
 // was (no FP8 layer, no dtype change), so a retry with the corrected list converts it and
 // keeps the excluded layer (rather than finding the layers already FP8 and replacing nothing).

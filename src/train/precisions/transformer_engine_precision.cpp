@@ -48,6 +48,17 @@ bool is_lora_adapter(const std::string& qualified_name) {
   return last == "lora_A" || last == "lora_B";
 }
 
+// Whether convert_module gives `m` (named q) an FP8 twin where fp8_exclude keeps nothing out: a
+// Linear, or a LayerNorm over one dimension with a weight (Lightning uses normalized_shape[0]).
+// Not the LoRA adapters (lora_A, lora_B of a LoRALinear), as the bitsandbytes plugin leaves
+// them: rank-r products are a sliver of a layer's work, so FP8 would save nothing there and cost
+// the small trained part precision, and each would carry an amax history.
+bool has_fp8_twin(const std::string& q, nn::Module& m) {
+  if (dynamic_cast<nn::Linear*>(&m) != nullptr) return !is_lora_adapter(q);
+  auto* ln = dynamic_cast<nn::LayerNorm*>(&m);
+  return ln != nullptr && ln->weight.defined() && ln->normalized_shape().size() == 1;
+}
+
 bool is_fp8_layer(nn::Module& m) {
   return dynamic_cast<fp8::Fp8Module*>(&m) != nullptr ||
          dynamic_cast<fp8::LayerNorm*>(&m) != nullptr;
@@ -235,14 +246,32 @@ bool holds_fp8_layers(nn::Module& module) {
   return found;
 }
 
-Fp8ExcludeMatch match_fp8_exclude(const nn::Module& module,
-                                  const std::vector<std::string>& exclude) {
+std::vector<std::string> Fp8ExcludeMatch::candidates(const std::string& wanted) const {
+  std::vector<std::string> ends;
+  for (const std::string& q : names)
+    if (ends.size() < 5 && q.size() > wanted.size() && q.ends_with(wanted) &&
+        q[q.size() - wanted.size() - 1] == '.')
+      ends.push_back(q);
+  return ends.empty() ? closest_names(wanted, names, 5) : ends;
+}
+
+Fp8ExcludeMatch match_fp8_exclude(nn::Module& module, const std::vector<std::string>& exclude) {
   Fp8ExcludeMatch match;
-  for (const auto& [q, m] : module.named_modules(/*remove_duplicate=*/false))
+  const auto modules = module.named_modules(/*remove_duplicate=*/false);
+  for (const auto& [q, m] : modules)
     if (!q.empty()) match.names.push_back(q);  // the root has no name to exclude
-  for (const std::string& e : exclude)
-    if (std::find(match.names.begin(), match.names.end(), e) == match.names.end())
+  for (const std::string& e : exclude) {
+    if (std::find(match.names.begin(), match.names.end(), e) == match.names.end()) {
       match.unmatched.push_back(e);
+      continue;
+    }
+    const bool holds_fp8 = std::any_of(modules.begin(), modules.end(), [&](const auto& named) {
+      const std::string& q = named.first;
+      const bool inside = q == e || (q.size() > e.size() && q.starts_with(e) && q[e.size()] == '.');
+      return inside && has_fp8_twin(q, *named.second);
+    });
+    if (!holds_fp8) match.idle.push_back(e);
+  }
   return match;
 }
 
@@ -250,11 +279,16 @@ void check_fp8_exclude(nn::Module& module, const std::vector<std::string>& exclu
   // A name to keep out that names no layer is a typo, not a request: say so (as
   // --optim-bits-32 does) instead of quietly converting the layer it meant.
   const Fp8ExcludeMatch match = match_fp8_exclude(module, exclude);
-  if (match.unmatched.empty()) return;
-  const std::string& e = match.unmatched.front();
-  fail("TransformerEnginePrecision",
-       "fp8_exclude names '{}', but the model ({}) has no such layer; closest names: {}", e,
-       module.name(), fmt::join(closest_names(e, match.names, 5), ", "));
+  if (!match.unmatched.empty()) {
+    const std::string& e = match.unmatched.front();
+    fail("TransformerEnginePrecision",
+         "fp8_exclude names '{}', but the model ({}) has no such layer; closest names: {}", e,
+         module.name(), fmt::join(match.candidates(e), ", "));
+  }
+  MANTISSA_CHECK(match.idle.empty(), "TransformerEnginePrecision",
+                 "fp8_exclude names '{}', which holds no layer that runs in FP8 (only Linear "
+                 "layers and LayerNorms do, LoRA adapters aside): leave it out",
+                 match.idle.empty() ? std::string() : match.idle.front());
 }
 
 TransformerEnginePrecision::TransformerEnginePrecision(const std::string& precision,
@@ -305,26 +339,20 @@ void TransformerEnginePrecision::convert_module(nn::Module& module) {
             return q == e || (q.size() > e.size() && q.starts_with(e) && q[e.size()] == '.');
           });
         });
-    // Not the LoRA adapters (lora_A, lora_B of a LoRALinear), as the bitsandbytes plugin leaves
-    // them: rank-r products are a sliver of a layer's work, so FP8 would save nothing there and
-    // cost the small trained part precision, and each would carry an amax history (before
-    // LoRALinear ran its slots' modules, such FP8 adapters were dead state in every checkpoint).
     const nn::ModuleMatch linear = nn::match_type<nn::Linear>(skip);
     replaced_ += nn::replace_modules(
         module,
         [&](const std::string& q, nn::Module& m) {
-          return !is_lora_adapter(q) && excluded.count(&m) == 0 && linear(q, m);
+          return excluded.count(&m) == 0 && linear(q, m) && has_fp8_twin(q, m);
         },
         [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
           return fp8::Linear::from_linear(static_cast<const nn::Linear&>(*old), len);
         });
-    // Only LayerNorms over one dimension with a weight (Lightning uses normalized_shape[0]).
     replaced_ += nn::replace_modules(
         module,
         [&](const std::string& q, nn::Module& m) {
-          auto* ln = dynamic_cast<nn::LayerNorm*>(&m);
-          return ln != nullptr && ln->weight.defined() && ln->normalized_shape().size() == 1 &&
-                 excluded.count(&m) == 0 && nn::match_type<nn::LayerNorm>(skip)(q, m);
+          return excluded.count(&m) == 0 && nn::match_type<nn::LayerNorm>(skip)(q, m) &&
+                 has_fp8_twin(q, m);
         },
         [&](const std::string&, std::shared_ptr<nn::Module> old) -> std::shared_ptr<nn::Module> {
           return fp8::LayerNorm::from_layer_norm(static_cast<const nn::LayerNorm&>(*old));

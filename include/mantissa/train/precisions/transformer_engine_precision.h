@@ -133,19 +133,25 @@ std::unique_ptr<Precision> make_transformer_engine_precision(const PrecisionOpti
 // True when `module` or a descendant is an FP8 layer.
 bool holds_fp8_layers(nn::Module& module);
 
-// The names of `exclude` that name no module of `module` (in their order), and the names they
-// could have meant: every module's qualified name, a module held in two slots under both (the
-// user may name a shared layer by either), the root left out. Callers word the refusal for their
-// own flags (check_fp8_exclude, finetune's --fp8-exclude).
+// The names of `exclude` that name no module of `module` (in their order), those that name a
+// module holding no layer that would run in FP8 (an embedding, a norm, a LoRA adapter: keeping
+// them out changes nothing), and the names they could have meant: every module's qualified
+// name, a module held in two slots under both (the user may name a shared layer by either), the
+// root left out. Callers word the refusal for their own flags (check_fp8_exclude, finetune's
+// --fp8-exclude).
 struct Fp8ExcludeMatch {
   std::vector<std::string> unmatched;
+  std::vector<std::string> idle;
   std::vector<std::string> names;
+  // Up to five names `wanted` could have meant: the modules whose name ends in "." + wanted
+  // (a short name such as q_proj), else the closest names by spelling.
+  std::vector<std::string> candidates(const std::string& wanted) const;
 };
-Fp8ExcludeMatch match_fp8_exclude(const nn::Module& module,
-                                  const std::vector<std::string>& exclude);
+Fp8ExcludeMatch match_fp8_exclude(nn::Module& module, const std::vector<std::string>& exclude);
 
-// Throws when a name of `exclude` names no module of `module` (listing the closest names), as
-// convert_module does before it replaces anything; callers can check a model up front.
+// Throws when a name of `exclude` names no module of `module` (listing the closest names) or one
+// holding no layer that would run in FP8, as convert_module does before it replaces anything;
+// callers can check a model up front.
 void check_fp8_exclude(nn::Module& module, const std::vector<std::string>& exclude);
 
 }  // namespace mantissa::train
