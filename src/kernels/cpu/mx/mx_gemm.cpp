@@ -4,7 +4,11 @@
 // each kKc-element slice of K a task decodes its rows of A into a float panel once (element value
 // times block scale, exact in fp32), then its columns of B a panel of kNb at a time, and runs the
 // fp32 register tile (kernels/cpu/gemm/fp32_register_tile.h) over the panels, continuing the
-// accumulator: one fma per k, in k order from 0, the same bits at every SIMD level. Where
+// accumulator: one fma per k, in k order from 0, the same bits at every SIMD level. With AVX-512
+// BF16 the panels are also packed as pairs of k steps for the bf16 register tile
+// (kernels/cpu/gemm/bf16_pair_tile.h), which does the same fmas two to an instruction where the
+// operands' scales keep every sum a normal number (mx_bf16_guard.h); a panel holding a NaN or
+// infinity hands the rest of its task to the fp32 tile. Where
 // several tasks share B's columns (more than one task of rows), B's panels of every slice are
 // decoded once before the tasks, which read them from there. A bfloat16 result is summed task
 // by task in a float32 buffer of the task's size and rounded as each task ends.
@@ -18,17 +22,20 @@
 #include <memory>
 
 #include "core/convert_simd.h"
+#include "kernels/cpu/gemm/bf16_pair_tile.h"
 #include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
 #include "kernels/cpu/gemm/gemm_blocking.h"
+#include "kernels/cpu/mx/mx_bf16_guard.h"
 #include "mantissa/core/error.h"
 
 namespace mantissa::kernels::mx {
 namespace {
 
-constexpr int64_t kMs = 512;  // output rows per task (A's slice is decoded once per task)
-constexpr int64_t kNb = 256;  // columns of B's panel
-constexpr int64_t kKc = 256;  // K per packed slice: a multiple of both block lengths
+constexpr int64_t kMs = 512;      // output rows per task (A's slice is decoded once per task)
+constexpr int64_t kNb = 256;      // columns of B's panel
+constexpr int64_t kKc = 256;      // K per packed slice: a multiple of both block lengths
+constexpr int64_t kKp = kKc / 2;  // pairs of k steps per slice (the bf16 tile's panels)
 // The most floats of B decoded once for all tasks (larger B's are decoded by each task).
 constexpr int64_t kMaxSharedB = int64_t{4} << 20;
 constexpr int64_t kAcols = 64;  // A's columns decoded from its stored rows at a time
@@ -67,22 +74,41 @@ struct Panels {
   std::unique_ptr<float[]> rows;  // [16][kKc]: B's stored rows on their way to the panel
   // [kKc][kAcols]: A's stored rows (V = X^T, blocks along X's columns) on their way to its panel
   std::unique_ptr<float[]> a_rows;
-  explicit Panels(bool own_b)
+  // Where the bf16 tile runs: a and b as pairs of k steps ([kMs + kMaxR][kKp] and
+  // [kNb / C][kKp][C]; b16 not made where B's panels are shared).
+  std::unique_ptr<uint32_t[]> a16, b16;
+  Panels(bool own_b, bool pairs)
       : a(std::make_unique_for_overwrite<float[]>((kMs + kMaxR) * kKc)),
         b(own_b ? std::make_unique_for_overwrite<float[]>(kKc * kNb) : nullptr),
         rows(own_b ? std::make_unique_for_overwrite<float[]>(16 * kKc) : nullptr),
-        a_rows(std::make_unique_for_overwrite<float[]>(kKc * kAcols)) {}
+        a_rows(std::make_unique_for_overwrite<float[]>(kKc * kAcols)),
+        a16(pairs ? std::make_unique_for_overwrite<uint32_t[]>((kMs + kMaxR) * kKp) : nullptr),
+        b16(pairs && own_b ? std::make_unique_for_overwrite<uint32_t[]>(kKp * kNb) : nullptr) {}
 };
 
 // B's panels of every slice and panel of kNb columns, decoded once: panel q of slice s (each
 // laid out as Panels::b) at data + (s * panels + q) * kKc * kNb.
+// Where the bf16 tile runs, each panel also as pairs (Panels::b16's layout) at
+// pairs + (s * panels + q) * kKp * kNb, and whether packing found its values fit (pairs_ok).
 struct SharedB {
   std::unique_ptr<float[]> data;
+  std::unique_ptr<uint32_t[]> pairs;
+  std::unique_ptr<bool[]> pairs_ok;
   int64_t panels = 0;
-  const float* at(int64_t k0, int64_t q0) const {
-    return data.get() + (k0 / kKc * panels + q0 / kNb) * kKc * kNb;
-  }
+  int64_t index(int64_t k0, int64_t q0) const { return k0 / kKc * panels + q0 / kNb; }
+  const float* at(int64_t k0, int64_t q0) const { return data.get() + index(k0, q0) * kKc * kNb; }
 };
+
+// B's decoded panel (nlen columns, strips of C) as pairs into b16; false where a value of it
+// does not fit the bf16 tile.
+bool pack_b_panel(const float* bp, int64_t nlen, int64_t kl, int64_t C, uint32_t* b16) {
+  bool ok = true;
+  for (int64_t j0 = 0; j0 < nlen; j0 += C)
+    ok = pack_pair_strip(bp + j0 / C * kKc * C, C, std::min(C, nlen - j0), kl,
+                         b16 + j0 / C * kKp * C) &&
+         ok;
+  return ok;
+}
 
 // How an operand's codes and scales lie: the value of each element code and scale code, the
 // block length, the bytes of codes and the scales per stored row, whether codes are packed 4-bit.
@@ -383,12 +409,15 @@ void decode_b_panel(const Fp32RegisterTile& lv, bool vec, const MxOperandView& b
 // (whose sums start at 0). For each slice the
 // task's rows of A are decoded once, then its columns of B a panel of kNb at a time. Register
 // tiles that cross the task's edge run on a copy of their part of the accumulator.
-void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const MxOperandView& b,
-          int64_t m0, int64_t mlen, int64_t n0, int64_t nlen, int64_t K, float* out, int64_t ldo,
-          Panels& p, const SharedB& shared) {
+void task(const Fp32RegisterTile& lv, const Bf16PairTile* bt, bool vec, const MxOperandView& a,
+          const MxOperandView& b, int64_t m0, int64_t mlen, int64_t n0, int64_t nlen, int64_t K,
+          float* out, int64_t ldo, Panels& p, const SharedB& shared) {
   float* ap = p.a.get();
   float edge[kMaxR * kMaxC];
-  const int64_t C = lv.cols, strip = kKc * C;
+  const int64_t C = lv.cols, strip = kKc * C, strip16 = kKp * C;
+  // The bf16 tile runs (bt) until a panel holds a value it cannot take (a NaN or infinity):
+  // from there on the fp32 tile, whose sums may then leave the bf16 tile's range.
+  bool pairs = bt != nullptr;
   if (K == 0)
     for (int64_t i = 0; i < mlen; ++i) std::fill_n(out + i * ldo, nlen, 0.0f);
   for (int64_t k0 = 0; k0 < K; k0 += kKc) {
@@ -398,27 +427,43 @@ void task(const Fp32RegisterTile& lv, bool vec, const MxOperandView& a, const Mx
       decode_a_column_blocks(a, m0, mlen, k0, kl, ap, p.a_rows.get());
     else
       for (int64_t i = 0; i < mlen; ++i) decode_line(a, m0 + i, k0, kl, ap + i * kKc, 1, vec);
+    const int64_t kp = (kl + 1) / 2;
+    pairs = pairs && pack_pair_rows(ap, kKc, mlen, kl, p.a16.get(), kKp);
     for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
       const int64_t ql = std::min(kNb, n0 + nlen - q0);
       const float* bp = p.b.get();
-      if (shared.data)
+      const uint32_t* bp16 = p.b16.get();
+      if (shared.data) {
         bp = shared.at(k0, q0);
-      else
+        if (pairs) {
+          bp16 = shared.pairs.get() + shared.index(k0, q0) * kKp * kNb;
+          pairs = shared.pairs_ok[shared.index(k0, q0)];
+        }
+      } else {
         decode_b_panel(lv, vec, b, q0, ql, k0, kl, p.b.get(), p.rows.get());
+        pairs = pairs && pack_b_panel(bp, ql, kl, C, p.b16.get());
+      }
+      // One register tile into acc (rows ldc apart), with `zero` from 0.
+      auto run_tile = [&](int64_t i0, int64_t j0, float* acc, int64_t ldc, bool zero) {
+        if (pairs)
+          bt->fn(p.a16.get() + i0 * kKp, kKp, bp16 + j0 / C * strip16, C, kp, acc, ldc, zero);
+        else
+          lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, ldc, zero);
+      };
       for (int64_t i0 = 0; i0 < mlen; i0 += lv.rows) {
         const int64_t rows = std::min<int64_t>(lv.rows, mlen - i0);
         for (int64_t j0 = 0; j0 < ql; j0 += lv.cols) {
           const int64_t cols = std::min<int64_t>(lv.cols, ql - j0);
           float* acc = out + i0 * ldo + (q0 - n0) + j0;
           if (rows == lv.rows && cols == lv.cols) {
-            lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, ldo, first);
+            run_tile(i0, j0, acc, ldo, first);
             continue;
           }
           std::fill(edge, edge + kMaxR * kMaxC, 0.0f);
           if (!first)
             for (int64_t r = 0; r < rows; ++r)
               std::copy(acc + r * ldo, acc + r * ldo + cols, edge + r * lv.cols);
-          lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, edge, lv.cols, false);
+          run_tile(i0, j0, edge, lv.cols, false);
           for (int64_t r = 0; r < rows; ++r)
             std::copy(edge + r * lv.cols, edge + r * lv.cols + cols, acc + r * ldo);
         }
@@ -440,6 +485,9 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
   if (M == 0 || N == 0) return;
   const Fp32RegisterTile lv = fp32_register_tile(level);
   const bool vec = code_panels::available(level);
+  // The bf16 tile where the CPU has it and the operands' scales keep every sum in its range.
+  const Bf16PairTile* bt = bf16_pair_tile(level);
+  if (bt && !bf16_sums_exact(a, b, K)) bt = nullptr;
   const bool parallel = M * N * K > (int64_t{1} << 18);
   const int64_t threads = parallel ? std::max(1, omp_get_max_threads()) : 1;
   // Tasks of up to kMs rows and all of N (A's slice decoded once), split where threads need
@@ -460,13 +508,21 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
   if (mt > 1 && slices * panels * kKc * kNb <= kMaxSharedB) {
     shared.panels = panels;
     shared.data = std::make_unique_for_overwrite<float[]>(slices * panels * kKc * kNb);
+    if (bt) {
+      shared.pairs = std::make_unique_for_overwrite<uint32_t[]>(slices * panels * kKp * kNb);
+      shared.pairs_ok = std::make_unique<bool[]>(slices * panels);
+    }
 #pragma omp parallel for collapse(2) schedule(static) if (parallel && slices * panels > 1)
     for (int64_t s = 0; s < slices; ++s) {
       for (int64_t q = 0; q < panels; ++q) {
-        const int64_t k0 = s * kKc, q0 = q * kNb;
+        const int64_t k0 = s * kKc, q0 = q * kNb, ql = std::min(kNb, N - q0);
+        const int64_t kl = std::min(kKc, K - k0), at = s * panels + q;
         std::unique_ptr<float[]> rows = std::make_unique_for_overwrite<float[]>(16 * kKc);
-        decode_b_panel(lv, vec, b, q0, std::min(kNb, N - q0), k0, std::min(kKc, K - k0),
-                       shared.data.get() + (s * panels + q) * kKc * kNb, rows.get());
+        float* bp = shared.data.get() + at * kKc * kNb;
+        decode_b_panel(lv, vec, b, q0, ql, k0, kl, bp, rows.get());
+        if (bt)
+          shared.pairs_ok[at] =
+              pack_b_panel(bp, ql, kl, lv.cols, shared.pairs.get() + at * kKp * kNb);
       }
     }
   }
@@ -474,7 +530,7 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
   const convert_detail::ToHalfWidth round = convert_detail::f32_to_bf16_kernel();
 #pragma omp parallel if (parallel && mt * nt > 1)
   {
-    Panels p(!shared.data);
+    Panels p(!shared.data, bt != nullptr);
     std::unique_ptr<float[]> sums;  // the task's float32 sums where the result is rounded
     if (out_bf16) sums = std::make_unique_for_overwrite<float[]>(std::min(ms, M) * sum_stride);
 #pragma omp for collapse(2) schedule(static)
@@ -484,7 +540,7 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
         const int64_t n0 = jb * nb, nlen = std::min(nb, N - n0);
         float* acc = out_bf16 ? sums.get() : out + m0 * N + n0;
         const int64_t ldo = out_bf16 ? sum_stride : N;
-        task(lv, vec, a, b, m0, mlen, n0, nlen, K, acc, ldo, p, shared);
+        task(lv, bt, vec, a, b, m0, mlen, n0, nlen, K, acc, ldo, p, shared);
         // The epilogue, in vectors (omp simd: separate multiply and add, as written). An MX
         // product's alpha is 1, whose multiplication changes no value (the accumulator holds no
         // signalling NaN), so it is skipped.
