@@ -9,7 +9,11 @@
 // (kernels/cpu/gemm/fp32_register_tile.h) over the panels: the slice's partial sums start at 0 and
 // take one fma per k in k order, then each is promoted into the accumulator with one fma by the two
 // block scales. Every product of two FP8 values is exact in fp32, so the tile's fma equals the
-// definition's sum; tiles and promotions give the same bits at every SIMD level.
+// definition's sum; tiles and promotions give the same bits at every SIMD level. With AVX-512
+// BF16 the slice's panels are also packed as pairs of k steps for the bf16 register tile
+// (kernels/cpu/gemm/bf16_pair_tile.h), which does the same fmas two to an instruction: the
+// panels hold unscaled FP8 values (multiples of 2^-16 below 2^16), so no partial sum of a slice
+// is subnormal or overflows, and a slice whose panels hold a NaN or infinity runs the fp32 tile.
 #include <immintrin.h>
 #include <omp.h>
 
@@ -21,6 +25,7 @@
 #include "core/convert_simd.h"
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
+#include "kernels/cpu/gemm/bf16_pair_tile.h"
 #include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
 #include "kernels/cpu/gemm/gemm_blocking.h"
@@ -32,7 +37,8 @@ namespace {
 // Output rows per task (A's slice is decoded once per task), before the rounding up to whole
 // register tiles.
 constexpr int64_t kMaxMs = 256;
-constexpr int64_t kNb = 256;  // columns of B's panel (decoded once per task and slice)
+constexpr int64_t kNb = 256;               // columns of B's panel (decoded once per task and slice)
+constexpr int64_t kPairs = kBlockLen / 2;  // pairs of k steps per slice (the bf16 tile's panels)
 
 constexpr int64_t kGroup = 16;  // B's stored rows decoded together before the transpose
 
@@ -45,12 +51,18 @@ struct Panels {
   std::unique_ptr<float[]> sa;     // [kMaxMs + kFp32TileMaxRows]: A's scale of each task row
   std::unique_ptr<float[]> sb;     // [kNb]: B's scale of each column in this slice
   std::unique_ptr<float[]> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
-  Panels()
+  // Where the bf16 tile runs: a and b as pairs of k steps (a16 [kMaxMs + R][kPairs], b16
+  // [kNb / C][kPairs][C]).
+  std::unique_ptr<uint32_t[]> a16, b16;
+  explicit Panels(bool pairs)
       : a(std::make_unique_for_overwrite<float[]>((kMaxMs + kFp32TileMaxRows) * kBlockLen)),
         b(std::make_unique_for_overwrite<float[]>(kBlockLen * kNb)),
         sa(std::make_unique_for_overwrite<float[]>(kMaxMs + kFp32TileMaxRows)),
         sb(std::make_unique_for_overwrite<float[]>(kNb)),
-        group(std::make_unique_for_overwrite<float[]>(kGroup * kBlockLen)) {}
+        group(std::make_unique_for_overwrite<float[]>(kGroup * kBlockLen)),
+        a16(pairs ? std::make_unique_for_overwrite<uint32_t[]>((kMaxMs + kFp32TileMaxRows) * kPairs)
+                  : nullptr),
+        b16(pairs ? std::make_unique_for_overwrite<uint32_t[]>(kPairs * kNb) : nullptr) {}
 };
 
 struct FreeAligned {
@@ -120,7 +132,8 @@ struct Tile {
   PromoteEdgeFn promote_edge;
   DecodeFn decode;
   TransposeFn transpose;
-  bool vec;  // code_panels' decoders run
+  bool vec;                   // code_panels' decoders run
+  const Bf16PairTile* pairs;  // the bf16 tile (its shape reg's), or null
 };
 
 Tile tile_for(SimdLevel level) {
@@ -129,7 +142,8 @@ Tile tile_for(SimdLevel level) {
   const bool vec = code_panels::available(l);
   const DecodeFn decode = vec ? decode_vector : decode_table_loop;
   const TransposeFn transpose = vec ? code_panels::transpose_into : transpose_loop;
-  return {reg, l >= SimdLevel::kAvx2 ? promote_edge_fma : promote_edge, decode, transpose, vec};
+  const PromoteEdgeFn edge = l >= SimdLevel::kAvx2 ? promote_edge_fma : promote_edge;
+  return {reg, edge, decode, transpose, vec, bf16_pair_tile(l)};
 }
 
 // One task: output rows m0.. (mlen of them, a task's rows at most) and columns n0.. (nlen),
@@ -144,7 +158,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
   const float* tb = detail::decode_table(b.fp8);
   float* ap = p.a.get();
   float* bp = p.b.get();
-  const int64_t C = t.reg.cols, strip = kBlockLen * C;
+  const int64_t C = t.reg.cols, strip = kBlockLen * C, strip16 = kPairs * C;
   alignas(64) float part[kFp32TileMaxRows * kFp32TileMaxCols];
   // A's rows past the task's end stay zero for every slice.
   const int64_t padded = (mlen + t.reg.rows - 1) / t.reg.rows * t.reg.rows;
@@ -170,6 +184,8 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
         else
           for (int64_t k = 0; k < kl; ++k) dst[k] = ta[row[k * a.col_stride]];
       }
+    const int64_t kp = (kl + 1) / 2;
+    const bool a_pairs = t.pairs && pack_pair_rows(ap, kBlockLen, mlen, kl, p.a16.get(), kPairs);
     for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
       const int64_t ql = std::min(kNb, n0 + nlen - q0);
       if (b.col_stride == 1 && t.vec && b.fp8 == kFloat8_e4m3fn) {
@@ -214,6 +230,11 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
         for (int64_t k = 0; k < kl; ++k) std::fill(s + k * C + ql % C, s + (k + 1) * C, 0.0f);
       }
       for (int64_t j = 0; j < ql; ++j) p.sb[j] = scale_of(b, q0 + j, kb);
+      // The bf16 tile runs this slice and panel where both panels' values fit it.
+      bool pairs = a_pairs;
+      for (int64_t j0 = 0; pairs && j0 < ql; j0 += C)
+        pairs = pack_pair_strip(bp + j0 / C * strip, C, std::min(C, ql - j0), kl,
+                                p.b16.get() + j0 / C * strip16);
       for (int64_t i0 = 0; i0 < mlen; i0 += t.reg.rows) {
         const int rows = static_cast<int>(std::min<int64_t>(t.reg.rows, mlen - i0));
         const float* sa = p.sa.get() + i0;
@@ -223,12 +244,20 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
           const int cols = static_cast<int>(std::min<int64_t>(C, ql - j0));
           // The slice's partial sums start at 0; a whole tile promotes them in registers, one cut
           // by the task's edge through `part` (its row stride the tile's width).
+          const uint32_t* a16 = pairs ? p.a16.get() + i0 * kPairs : nullptr;
+          const uint32_t* b16 = pairs ? p.b16.get() + j0 / C * strip16 : nullptr;
           if (rows == t.reg.rows && cols == C) {
-            t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bs, C, kl, sa, p.sb.get() + j0, orow + j0,
-                          ldo, first);
+            if (pairs)
+              t.pairs->promote(a16, kPairs, b16, C, kp, sa, p.sb.get() + j0, orow + j0, ldo, first);
+            else
+              t.reg.promote(ap + i0 * kBlockLen, kBlockLen, bs, C, kl, sa, p.sb.get() + j0,
+                            orow + j0, ldo, first);
             continue;
           }
-          t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bs, C, kl, part, C, true);
+          if (pairs)
+            t.pairs->fn(a16, kPairs, b16, C, kp, part, C, true);
+          else
+            t.reg.fn(ap + i0 * kBlockLen, kBlockLen, bs, C, kl, part, C, true);
           t.promote_edge(part, static_cast<int>(C), sa, p.sb.get() + j0, orow + j0, ldo, rows, cols,
                          first);
         }
@@ -274,7 +303,7 @@ void block_scaled_gemm(const BlockOperandView& a, const BlockOperandView& b, int
                                                 : convert_detail::f32_to_f16_kernel();
 #pragma omp parallel if (parallel && mt * nt > 1)
   {
-    Panels p;
+    Panels p(t.pairs != nullptr);
     AlignedFloats acc;  // a 16-bit output's task accumulator, made at the first task
 #pragma omp for collapse(2) schedule(static)
     for (int64_t ib = 0; ib < mt; ++ib) {
