@@ -11,7 +11,9 @@
 #include <cmath>
 #include <vector>
 
-#define MANTISSA_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#include "kernels/cpu/gemm/register_tile_avx512.h"
+
+#define MANTISSA_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
 
 namespace mantissa::kernels {
 namespace {
@@ -23,11 +25,7 @@ MANTISSA_BF16_TARGET void body(const uint32_t* a, int64_t lda, const uint32_t* b
                                const float* sa = nullptr, const float* sb = nullptr,
                                bool first = false) {
   __m512 c[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    c[r][0] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * ldc);
-    c[r][1] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * ldc + 16);
-  }
+  register_tile::load<R>(c, acc, ldc, zero);
   for (int64_t p = 0; p < kp; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + p * ldb);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + p * ldb + 16);
@@ -38,24 +36,10 @@ MANTISSA_BF16_TARGET void body(const uint32_t* a, int64_t lda, const uint32_t* b
       c[r][1] = _mm512_dpbf16_ps(c[r][1], av, b1);
     }
   }
-  if constexpr (kPromote) {
-    const __m512 s0 = _mm512_loadu_ps(sb), s1 = _mm512_loadu_ps(sb + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 sr = _mm512_set1_ps(sa[r]);
-      float* o = acc + r * ldc;
-      const __m512 o0 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
-      const __m512 o1 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + 16);
-      _mm512_storeu_ps(o, _mm512_fmadd_ps(c[r][0], _mm512_mul_ps(sr, s0), o0));
-      _mm512_storeu_ps(o + 16, _mm512_fmadd_ps(c[r][1], _mm512_mul_ps(sr, s1), o1));
-    }
-    return;
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(acc + r * ldc, c[r][0]);
-    _mm512_storeu_ps(acc + r * ldc + 16, c[r][1]);
-  }
+  if constexpr (kPromote)
+    register_tile::promote<R>(c, sa, sb, acc, ldc, first);
+  else
+    register_tile::store<R>(c, acc, ldc);
 }
 
 MANTISSA_BF16_TARGET void tile(const uint32_t* a, int64_t lda, const uint32_t* b, int64_t ldb,

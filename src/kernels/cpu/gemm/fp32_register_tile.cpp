@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/gemm/register_tile_avx512.h"
+
 namespace mantissa::kernels {
 namespace {
 
@@ -16,11 +18,7 @@ __attribute__((target("avx512f,fma"))) void body_avx512(
     const float* a, int64_t lda, const float* b, int64_t ldb, int64_t kl, float* acc, int64_t ldc,
     bool zero, const float* sa = nullptr, const float* sb = nullptr, bool first = false) {
   __m512 c[R][2];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    c[r][0] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * ldc);
-    c[r][1] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + r * ldc + 16);
-  }
+  register_tile::load<R>(c, acc, ldc, zero);
   for (int64_t k = 0; k < kl; ++k) {
     const __m512 b0 = _mm512_loadu_ps(b + k * ldb), b1 = _mm512_loadu_ps(b + k * ldb + 16);
 #pragma GCC unroll 8
@@ -30,24 +28,10 @@ __attribute__((target("avx512f,fma"))) void body_avx512(
       c[r][1] = _mm512_fmadd_ps(av, b1, c[r][1]);
     }
   }
-  if constexpr (kPromote) {
-    const __m512 s0 = _mm512_loadu_ps(sb), s1 = _mm512_loadu_ps(sb + 16);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 sr = _mm512_set1_ps(sa[r]);
-      float* o = acc + r * ldc;
-      const __m512 o0 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o);
-      const __m512 o1 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(o + 16);
-      _mm512_storeu_ps(o, _mm512_fmadd_ps(c[r][0], _mm512_mul_ps(sr, s0), o0));
-      _mm512_storeu_ps(o + 16, _mm512_fmadd_ps(c[r][1], _mm512_mul_ps(sr, s1), o1));
-    }
-    return;
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(acc + r * ldc, c[r][0]);
-    _mm512_storeu_ps(acc + r * ldc + 16, c[r][1]);
-  }
+  if constexpr (kPromote)
+    register_tile::promote<R>(c, sa, sb, acc, ldc, first);
+  else
+    register_tile::store<R>(c, acc, ldc);
 }
 
 template <int R, bool kPromote = false>
