@@ -23,6 +23,7 @@
 #include <new>
 
 #include "core/convert_simd.h"
+#include "kernels/cpu/common/growable_buffer.h"
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/gemm/bf16_pair_tile.h"
@@ -53,17 +54,27 @@ struct Panels {
   std::unique_ptr<float[]> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
   // Where the bf16 tile runs: a and b as pairs of k steps (a16 [kMaxMs + R][kPairs], b16
   // [kNb / C][kPairs][C]).
-  std::unique_ptr<uint32_t[]> a16, b16;
+  uint32_t *a16 = nullptr, *b16 = nullptr;
   explicit Panels(bool pairs)
       : a(std::make_unique_for_overwrite<float[]>((kMaxMs + kFp32TileMaxRows) * kBlockLen)),
         b(std::make_unique_for_overwrite<float[]>(kBlockLen * kNb)),
         sa(std::make_unique_for_overwrite<float[]>(kMaxMs + kFp32TileMaxRows)),
         sb(std::make_unique_for_overwrite<float[]>(kNb)),
-        group(std::make_unique_for_overwrite<float[]>(kGroup * kBlockLen)),
-        a16(pairs ? std::make_unique_for_overwrite<uint32_t[]>((kMaxMs + kFp32TileMaxRows) * kPairs)
-                  : nullptr),
-        b16(pairs ? std::make_unique_for_overwrite<uint32_t[]>(kPairs * kNb) : nullptr) {}
+        group(std::make_unique_for_overwrite<float[]>(kGroup * kBlockLen)) {
+    if (pairs) {
+      a16 = pairs_buffer(pairs_a, (kMaxMs + kFp32TileMaxRows) * kPairs);
+      b16 = pairs_buffer(pairs_b, kPairs * kNb);
+    }
+  }
+  // The bf16 tile's panels of each thread, kept from call to call (fresh ones each call
+  // page-fault).
+  static thread_local GrowableBuffer pairs_a, pairs_b;
+  static uint32_t* pairs_buffer(GrowableBuffer& buf, int64_t words) {
+    return static_cast<uint32_t*>(
+        buf.get(static_cast<size_t>(words) * sizeof(uint32_t), "fp8 block gemm"));
+  }
 };
+thread_local GrowableBuffer Panels::pairs_a, Panels::pairs_b;
 
 struct FreeAligned {
   void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
@@ -185,7 +196,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
           for (int64_t k = 0; k < kl; ++k) dst[k] = ta[row[k * a.col_stride]];
       }
     const int64_t kp = (kl + 1) / 2;
-    const bool a_pairs = t.pairs && pack_pair_rows(ap, kBlockLen, mlen, kl, p.a16.get(), kPairs);
+    const bool a_pairs = t.pairs && pack_pair_rows(ap, kBlockLen, mlen, kl, p.a16, kPairs);
     for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
       const int64_t ql = std::min(kNb, n0 + nlen - q0);
       if (b.col_stride == 1 && t.vec && b.fp8 == kFloat8_e4m3fn) {
@@ -234,7 +245,7 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
       bool pairs = a_pairs;
       for (int64_t j0 = 0; pairs && j0 < ql; j0 += C)
         pairs = pack_pair_strip(bp + j0 / C * strip, C, std::min(C, ql - j0), kl,
-                                p.b16.get() + j0 / C * strip16);
+                                p.b16 + j0 / C * strip16);
       for (int64_t i0 = 0; i0 < mlen; i0 += t.reg.rows) {
         const int rows = static_cast<int>(std::min<int64_t>(t.reg.rows, mlen - i0));
         const float* sa = p.sa.get() + i0;
@@ -244,8 +255,8 @@ void run_task(const BlockOperandView& a, const BlockOperandView& b, const Tile& 
           const int cols = static_cast<int>(std::min<int64_t>(C, ql - j0));
           // The slice's partial sums start at 0; a whole tile promotes them in registers, one cut
           // by the task's edge through `part` (its row stride the tile's width).
-          const uint32_t* a16 = pairs ? p.a16.get() + i0 * kPairs : nullptr;
-          const uint32_t* b16 = pairs ? p.b16.get() + j0 / C * strip16 : nullptr;
+          const uint32_t* a16 = pairs ? p.a16 + i0 * kPairs : nullptr;
+          const uint32_t* b16 = pairs ? p.b16 + j0 / C * strip16 : nullptr;
           if (rows == t.reg.rows && cols == C) {
             if (pairs)
               t.pairs->promote(a16, kPairs, b16, C, kp, sa, p.sb.get() + j0, orow + j0, ldo, first);

@@ -22,6 +22,7 @@
 #include <memory>
 
 #include "core/convert_simd.h"
+#include "kernels/cpu/common/growable_buffer.h"
 #include "kernels/cpu/gemm/bf16_pair_tile.h"
 #include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
@@ -75,16 +76,28 @@ struct Panels {
   // [kKc][kAcols]: A's stored rows (V = X^T, blocks along X's columns) on their way to its panel
   std::unique_ptr<float[]> a_rows;
   // Where the bf16 tile runs: a and b as pairs of k steps ([kMs + kMaxR][kKp] and
-  // [kNb / C][kKp][C]; b16 not made where B's panels are shared).
-  std::unique_ptr<uint32_t[]> a16, b16;
+  // [kNb / C][kKp][C]; b16 not used where B's panels are shared), the thread's own buffers.
+  uint32_t *a16 = nullptr, *b16 = nullptr;
   Panels(bool own_b, bool pairs)
       : a(std::make_unique_for_overwrite<float[]>((kMs + kMaxR) * kKc)),
         b(own_b ? std::make_unique_for_overwrite<float[]>(kKc * kNb) : nullptr),
         rows(own_b ? std::make_unique_for_overwrite<float[]>(16 * kKc) : nullptr),
-        a_rows(std::make_unique_for_overwrite<float[]>(kKc * kAcols)),
-        a16(pairs ? std::make_unique_for_overwrite<uint32_t[]>((kMs + kMaxR) * kKp) : nullptr),
-        b16(pairs && own_b ? std::make_unique_for_overwrite<uint32_t[]>(kKp * kNb) : nullptr) {}
+        a_rows(std::make_unique_for_overwrite<float[]>(kKc * kAcols)) {
+    if (pairs) {
+      a16 = pairs_buffer(pairs_a, (kMs + kMaxR) * kKp);
+      b16 = pairs_buffer(pairs_b, kKp * kNb);
+    }
+  }
+  // The bf16 tile's panels of each thread, kept from call to call: fresh ones each call
+  // page-fault, and grow the heap past glibc's trim threshold, so that its trims make every
+  // call's panels fault again.
+  static thread_local GrowableBuffer pairs_a, pairs_b;
+  static uint32_t* pairs_buffer(GrowableBuffer& buf, int64_t words) {
+    return static_cast<uint32_t*>(
+        buf.get(static_cast<size_t>(words) * sizeof(uint32_t), "block-format gemm"));
+  }
 };
+thread_local GrowableBuffer Panels::pairs_a, Panels::pairs_b;
 
 // B's panels of every slice and panel of kNb columns, decoded once: panel q of slice s (each
 // laid out as Panels::b) at data + (s * panels + q) * kKc * kNb.
@@ -92,7 +105,7 @@ struct Panels {
 // pairs + (s * panels + q) * kKp * kNb, and whether packing found its values fit (pairs_ok).
 struct SharedB {
   std::unique_ptr<float[]> data;
-  std::unique_ptr<uint32_t[]> pairs;
+  uint32_t* pairs = nullptr;  // the calling thread's buffer, kept as Panels' are
   std::unique_ptr<bool[]> pairs_ok;
   int64_t panels = 0;
   int64_t index(int64_t k0, int64_t q0) const { return k0 / kKc * panels + q0 / kNb; }
@@ -428,25 +441,25 @@ void task(const Fp32RegisterTile& lv, const Bf16PairTile* bt, bool vec, const Mx
     else
       for (int64_t i = 0; i < mlen; ++i) decode_line(a, m0 + i, k0, kl, ap + i * kKc, 1, vec);
     const int64_t kp = (kl + 1) / 2;
-    pairs = pairs && pack_pair_rows(ap, kKc, mlen, kl, p.a16.get(), kKp);
+    pairs = pairs && pack_pair_rows(ap, kKc, mlen, kl, p.a16, kKp);
     for (int64_t q0 = n0; q0 < n0 + nlen; q0 += kNb) {
       const int64_t ql = std::min(kNb, n0 + nlen - q0);
       const float* bp = p.b.get();
-      const uint32_t* bp16 = p.b16.get();
+      const uint32_t* bp16 = p.b16;
       if (shared.data) {
         bp = shared.at(k0, q0);
         if (pairs) {
-          bp16 = shared.pairs.get() + shared.index(k0, q0) * kKp * kNb;
+          bp16 = shared.pairs + shared.index(k0, q0) * kKp * kNb;
           pairs = shared.pairs_ok[shared.index(k0, q0)];
         }
       } else {
         decode_b_panel(lv, vec, b, q0, ql, k0, kl, p.b.get(), p.rows.get());
-        pairs = pairs && pack_b_panel(bp, ql, kl, C, p.b16.get());
+        pairs = pairs && pack_b_panel(bp, ql, kl, C, p.b16);
       }
       // One register tile into acc (rows ldc apart), with `zero` from 0.
       auto run_tile = [&](int64_t i0, int64_t j0, float* acc, int64_t ldc, bool zero) {
         if (pairs)
-          bt->fn(p.a16.get() + i0 * kKp, kKp, bp16 + j0 / C * strip16, C, kp, acc, ldc, zero);
+          bt->fn(p.a16 + i0 * kKp, kKp, bp16 + j0 / C * strip16, C, kp, acc, ldc, zero);
         else
           lv.fn(ap + i0 * kKc, kKc, bp + j0 / C * strip, C, kl, acc, ldc, zero);
       };
@@ -509,7 +522,8 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
     shared.panels = panels;
     shared.data = std::make_unique_for_overwrite<float[]>(slices * panels * kKc * kNb);
     if (bt) {
-      shared.pairs = std::make_unique_for_overwrite<uint32_t[]>(slices * panels * kKp * kNb);
+      thread_local GrowableBuffer pairs_shared;
+      shared.pairs = Panels::pairs_buffer(pairs_shared, slices * panels * kKp * kNb);
       shared.pairs_ok = std::make_unique<bool[]>(slices * panels);
     }
 #pragma omp parallel for collapse(2) schedule(static) if (parallel && slices * panels > 1)
@@ -521,8 +535,7 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
         float* bp = shared.data.get() + at * kKc * kNb;
         decode_b_panel(lv, vec, b, q0, ql, k0, kl, bp, rows.get());
         if (bt)
-          shared.pairs_ok[at] =
-              pack_b_panel(bp, ql, kl, lv.cols, shared.pairs.get() + at * kKp * kNb);
+          shared.pairs_ok[at] = pack_b_panel(bp, ql, kl, lv.cols, shared.pairs + at * kKp * kNb);
       }
     }
   }
