@@ -23,7 +23,6 @@
 #include <new>
 
 #include "core/convert_simd.h"
-#include "kernels/cpu/common/growable_buffer.h"
 #include "kernels/cpu/fp8/fp8_block.h"
 #include "kernels/cpu/fp8/fp8_cast.h"
 #include "kernels/cpu/gemm/bf16_pair_tile.h"
@@ -53,7 +52,7 @@ struct Panels {
   std::unique_ptr<float[]> sb;     // [kNb]: B's scale of each column in this slice
   std::unique_ptr<float[]> group;  // [kGroup][kBlockLen]: B's stored rows on their way to the panel
   // Where the bf16 tile runs: a and b as pairs of k steps (a16 [kMaxMs + R][kPairs], b16
-  // [kNb / C][kPairs][C]).
+  // [kNb / C][kPairs][C]), the thread's kept buffers.
   uint32_t *a16 = nullptr, *b16 = nullptr;
   explicit Panels(bool pairs)
       : a(std::make_unique_for_overwrite<float[]>((kMaxMs + kFp32TileMaxRows) * kBlockLen)),
@@ -62,19 +61,11 @@ struct Panels {
         sb(std::make_unique_for_overwrite<float[]>(kNb)),
         group(std::make_unique_for_overwrite<float[]>(kGroup * kBlockLen)) {
     if (pairs) {
-      a16 = pairs_buffer(pairs_a, (kMaxMs + kFp32TileMaxRows) * kPairs);
-      b16 = pairs_buffer(pairs_b, kPairs * kNb);
+      a16 = pair_panel_buffer(0, (kMaxMs + kFp32TileMaxRows) * kPairs);
+      b16 = pair_panel_buffer(1, kPairs * kNb);
     }
   }
-  // The bf16 tile's panels of each thread, kept from call to call (fresh ones each call
-  // page-fault).
-  static thread_local GrowableBuffer pairs_a, pairs_b;
-  static uint32_t* pairs_buffer(GrowableBuffer& buf, int64_t words) {
-    return static_cast<uint32_t*>(
-        buf.get(static_cast<size_t>(words) * sizeof(uint32_t), "fp8 block gemm"));
-  }
 };
-thread_local GrowableBuffer Panels::pairs_a, Panels::pairs_b;
 
 struct FreeAligned {
   void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/common/growable_buffer.h"
 #include "kernels/cpu/gemm/register_tile_avx512.h"
 
 #define MANTISSA_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
@@ -148,6 +149,12 @@ const Bf16PairTile* bf16_pair_tile(SimdLevel level) {
   static const Bf16PairTile t{8, 32, tile, promote};
   if (std::min(level, simd_level()) < SimdLevel::kAvx512Bf16) return nullptr;
   return bf16_pair_dot_matches_fma() ? &t : nullptr;
+}
+
+uint32_t* pair_panel_buffer(int slot, int64_t words) {
+  thread_local GrowableBuffer buffers[kPairPanelSlots];
+  return static_cast<uint32_t*>(
+      buffers[slot].get(static_cast<size_t>(words) * sizeof(uint32_t), "bf16 register tile"));
 }
 
 MANTISSA_BF16_TARGET bool pack_pair_rows(const float* src, int64_t lds, int64_t rows, int64_t kl,

@@ -55,4 +55,10 @@ bool pack_pair_rows(const float* src, int64_t lds, int64_t rows, int64_t kl, uin
 // past them are packed unchecked: a panel's columns past its end, whose results are dropped).
 bool pack_pair_strip(const float* src, int64_t cols, int64_t valid, int64_t kl, uint32_t* dst);
 
+// The calling thread's buffer `slot` (< kPairPanelSlots) of at least `words` words for packed
+// panels, kept from call to call: fresh panels each product page-fault, and grow the heap past
+// glibc's trim threshold, whose trims then make every call's panels fault again.
+inline constexpr int kPairPanelSlots = 3;
+uint32_t* pair_panel_buffer(int slot, int64_t words);
+
 }  // namespace mantissa::kernels

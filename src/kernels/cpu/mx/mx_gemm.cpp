@@ -22,7 +22,6 @@
 #include <memory>
 
 #include "core/convert_simd.h"
-#include "kernels/cpu/common/growable_buffer.h"
 #include "kernels/cpu/gemm/bf16_pair_tile.h"
 #include "kernels/cpu/gemm/code_panels.h"
 #include "kernels/cpu/gemm/fp32_register_tile.h"
@@ -76,7 +75,7 @@ struct Panels {
   // [kKc][kAcols]: A's stored rows (V = X^T, blocks along X's columns) on their way to its panel
   std::unique_ptr<float[]> a_rows;
   // Where the bf16 tile runs: a and b as pairs of k steps ([kMs + kMaxR][kKp] and
-  // [kNb / C][kKp][C]; b16 not used where B's panels are shared), the thread's own buffers.
+  // [kNb / C][kKp][C]; b16 not used where B's panels are shared), the thread's kept buffers.
   uint32_t *a16 = nullptr, *b16 = nullptr;
   Panels(bool own_b, bool pairs)
       : a(std::make_unique_for_overwrite<float[]>((kMs + kMaxR) * kKc)),
@@ -84,20 +83,11 @@ struct Panels {
         rows(own_b ? std::make_unique_for_overwrite<float[]>(16 * kKc) : nullptr),
         a_rows(std::make_unique_for_overwrite<float[]>(kKc * kAcols)) {
     if (pairs) {
-      a16 = pairs_buffer(pairs_a, (kMs + kMaxR) * kKp);
-      b16 = pairs_buffer(pairs_b, kKp * kNb);
+      a16 = pair_panel_buffer(0, (kMs + kMaxR) * kKp);
+      b16 = pair_panel_buffer(1, kKp * kNb);
     }
   }
-  // The bf16 tile's panels of each thread, kept from call to call: fresh ones each call
-  // page-fault, and grow the heap past glibc's trim threshold, so that its trims make every
-  // call's panels fault again.
-  static thread_local GrowableBuffer pairs_a, pairs_b;
-  static uint32_t* pairs_buffer(GrowableBuffer& buf, int64_t words) {
-    return static_cast<uint32_t*>(
-        buf.get(static_cast<size_t>(words) * sizeof(uint32_t), "block-format gemm"));
-  }
 };
-thread_local GrowableBuffer Panels::pairs_a, Panels::pairs_b;
 
 // B's panels of every slice and panel of kNb columns, decoded once: panel q of slice s (each
 // laid out as Panels::b) at data + (s * panels + q) * kKc * kNb.
@@ -105,7 +95,7 @@ thread_local GrowableBuffer Panels::pairs_a, Panels::pairs_b;
 // pairs + (s * panels + q) * kKp * kNb, and whether packing found its values fit (pairs_ok).
 struct SharedB {
   std::unique_ptr<float[]> data;
-  uint32_t* pairs = nullptr;  // the calling thread's buffer, kept as Panels' are
+  uint32_t* pairs = nullptr;  // the calling thread's kept buffer (pair_panel_buffer)
   std::unique_ptr<bool[]> pairs_ok;
   int64_t panels = 0;
   int64_t index(int64_t k0, int64_t q0) const { return k0 / kKc * panels + q0 / kNb; }
@@ -522,8 +512,7 @@ void run(const MxOperandView& a, const MxOperandView& b, int64_t M, int64_t N, i
     shared.panels = panels;
     shared.data = std::make_unique_for_overwrite<float[]>(slices * panels * kKc * kNb);
     if (bt) {
-      thread_local GrowableBuffer pairs_shared;
-      shared.pairs = Panels::pairs_buffer(pairs_shared, slices * panels * kKp * kNb);
+      shared.pairs = pair_panel_buffer(2, slices * panels * kKp * kNb);
       shared.pairs_ok = std::make_unique<bool[]>(slices * panels);
     }
 #pragma omp parallel for collapse(2) schedule(static) if (parallel && slices * panels > 1)
