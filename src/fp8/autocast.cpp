@@ -1,6 +1,7 @@
 #include "mantissa/fp8/autocast.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/nn/checkpoint.h"
@@ -12,6 +13,9 @@ namespace {
 struct Region {
   std::vector<std::shared_ptr<ScalingState>> forward_states;
   std::shared_ptr<BackwardUpdateGroup> backward;
+  // A checkpoint's replay: its casts recompute the first forward's, whose amaxes the forward
+  // region's update took already, so its exit updates no scale.
+  bool replay = false;
 };
 
 struct ThreadState {
@@ -58,27 +62,119 @@ void reduce_current_amaxes(const std::vector<std::shared_ptr<ScalingState>>& sta
     for (Role r : roles) st->record_amax(static_cast<int>(r), amaxes[i++]);
 }
 
-// The FP8 state of a checkpointed first forward (nn/checkpoint.h, register_replay_state).
+// The forward scales (input, weight) a state's casts used in a checkpointed first forward.
+struct SavedScales {
+  std::shared_ptr<ScalingState> state;
+  float input;
+  float weight;
+};
+
+// The FP8 state of a checkpointed first forward (nn/checkpoint.h, register_replay_state): the
+// region and recipe it ran in and, under delayed scaling, the scales of the states it cast
+// with (TransformerEngine's fp8_meta saved for the recompute), which the region's exit updates
+// before backward replays the forward.
 struct CheckpointedForward {
   bool enabled;
   DelayedScaling recipe;
+  std::vector<SavedScales> scales;
+};
+
+// The checkpointed first forward running on this thread, which register_fp8_forward adds the
+// scales of its states to; null outside one.
+constinit thread_local CheckpointedForward* t_first_forward = nullptr;
+
+// Entered around a checkpointed first forward; a nested one ends before its outer one.
+class FirstForward {
+ public:
+  explicit FirstForward(CheckpointedForward* f) : outer_(std::exchange(t_first_forward, f)) {}
+  ~FirstForward() { t_first_forward = outer_; }
+  FirstForward(const FirstForward&) = delete;
+  FirstForward& operator=(const FirstForward&) = delete;
+
+ private:
+  CheckpointedForward* outer_;
+};
+
+void save_forward_scales(CheckpointedForward& f, const std::shared_ptr<ScalingState>& state) {
+  for (const SavedScales& s : f.scales)
+    if (s.state == state) return;
+  f.scales.push_back({state, state->scale_of(static_cast<int>(Role::kInput)),
+                      state->scale_of(static_cast<int>(Role::kWeight))});
+}
+
+// Sets the saved forward scales for the replay and puts back those of backward time after it.
+// The grad_output scales are backward time's in both runs and are left alone.
+class ForwardScalesReplay {
+ public:
+  explicit ForwardScalesReplay(const std::vector<SavedScales>& saved) {
+    for (const SavedScales& s : saved) {
+      now_.push_back(swap_in(s));
+    }
+  }
+  ~ForwardScalesReplay() {
+    while (!now_.empty()) {
+      swap_in(now_.back());
+      now_.pop_back();
+    }
+  }
+  ForwardScalesReplay(const ForwardScalesReplay&) = delete;
+  ForwardScalesReplay& operator=(const ForwardScalesReplay&) = delete;
+
+ private:
+  // Sets s's scales in its state and returns the ones it replaced.
+  static SavedScales swap_in(const SavedScales& s) {
+    float* scale = s.state->scale.data<float>();
+    float& input = scale[static_cast<int>(Role::kInput)];
+    float& weight = scale[static_cast<int>(Role::kWeight)];
+    const SavedScales replaced{s.state, input, weight};
+    input = s.input;
+    weight = s.weight;
+    return replaced;
+  }
+  std::vector<SavedScales> now_;
 };
 
 // Entered around the replay: the first forward's region and recipe, as a region of its own (the
-// forward's has closed by the time backward runs), and no statistics counted a second time.
-// The recipes whose casts differ between a forward and its replay refuse to run inside a
-// checkpoint (fp8_linear, Recipe::checkpoint_refusal), so the region updates no scale.
-struct CheckpointReplay {
-  explicit CheckpointReplay(const CheckpointedForward& f) : autocast(f.enabled, f.recipe) {}
-  Fp8Autocast autocast;
-  CastStatsPause no_stats;
+// forward's has closed by the time backward runs, and a backward run inside another region
+// must not join it), with the first forward's scales and no statistics counted a second time.
+// The recipe whose casts differ between a forward and its replay refuses to run inside a
+// checkpoint (fp8_linear, Recipe::checkpoint_refusal).
+class CheckpointReplay {
+ public:
+  explicit CheckpointReplay(const CheckpointedForward& f)
+      : outer_(std::exchange(tls(), ThreadState{})),
+        scales_(f.scales),
+        autocast_(f.enabled, f.recipe) {
+    tls().region->replay = true;
+  }
+  CheckpointReplay(const CheckpointReplay&) = delete;
+  CheckpointReplay& operator=(const CheckpointReplay&) = delete;
+
+ private:
+  // Puts back the thread's FP8 state of backward time.
+  struct Outer {
+    explicit Outer(ThreadState s) : saved(std::move(s)) {}
+    ~Outer() { tls() = std::move(saved); }
+    Outer(const Outer&) = delete;
+    Outer& operator=(const Outer&) = delete;
+    ThreadState saved;
+  };
+  // Destroyed in reverse: the region closes while the scales and the pause hold, then the
+  // scales and the thread's state of backward time come back.
+  Outer outer_;
+  ForwardScalesReplay scales_;
+  CastStatsPause no_stats_;
+  Fp8Autocast autocast_;
 };
 
 void register_checkpoint_replay() {
   nn::register_replay_state(
       {.capture = []() -> std::shared_ptr<void> {
          return std::make_shared<CheckpointedForward>(
-             CheckpointedForward{fp8_enabled(), fp8_recipe()});
+             CheckpointedForward{fp8_enabled(), fp8_recipe(), {}});
+       },
+       .first_forward = [](const std::shared_ptr<void>& captured) -> std::shared_ptr<void> {
+         return std::make_shared<FirstForward>(static_cast<CheckpointedForward*>(captured.get()));
        },
        .replay = [](const std::shared_ptr<void>& captured) -> std::shared_ptr<void> {
          return std::make_shared<CheckpointReplay>(
@@ -149,7 +245,7 @@ Fp8Autocast::~Fp8Autocast() {
       return;
     }
   }
-  if (!was_enabled || !GradMode::is_enabled() || !region) return;
+  if (!was_enabled || !GradMode::is_enabled() || !region || region->replay) return;
   if (recipe.kind != RecipeKind::kDelayed) return;  // current scaling: nothing to update
   reduce_current_amaxes(region->forward_states, {Role::kInput, Role::kWeight});
   for (const auto& st : region->forward_states) update_forward_scales(*st, recipe);
@@ -164,6 +260,8 @@ std::shared_ptr<BackwardUpdateGroup> register_fp8_forward(
   ThreadState& s = tls();
   if (!s.region) return nullptr;
   add_unique(s.region->forward_states, state);
+  if (t_first_forward != nullptr && s.recipe.kind == RecipeKind::kDelayed)
+    save_forward_scales(*t_first_forward, state);
   if (!GradMode::is_enabled()) return nullptr;
   const bool first = s.region->backward == nullptr;
   if (first) {

@@ -306,11 +306,6 @@ void Recipe::validate(const std::set<std::string>& given) const {
 }
 
 std::string Recipe::checkpoint_refusal() const {
-  if (kind == RecipeKind::kDelayed)
-    return "delayed scaling updates its scales when the forward's FP8 region closes, before the "
-           "checkpoint's replay in backward, so the replay would not compute the forward's "
-           "values; use another --fp8-recipe (current, block, mxfp8, nvfp4, ...) or train "
-           "without activation checkpointing";
   if (kind == RecipeKind::kMxfp4 && enable_stochastic_rounding)
     return "mxfp4's stochastic rounding draws the random bits of the backward copies in a "
            "forward that records a graph only, which a checkpoint's first forward does not, so "

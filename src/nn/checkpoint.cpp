@@ -125,19 +125,19 @@ class OtherStates {
     for (const ReplayStateHooks& h : replay_hooks()) captured_.emplace_back(h, h.capture());
   }
 
-  // The captured states entered for the replay; the guards put back backward time's, the last
-  // entered first.
-  class Replay {
+  // The guards of one of the hooks (first_forward or replay) entered with what each captured;
+  // they end the last entered first.
+  class Guards {
    public:
-    explicit Replay(const OtherStates& saved) {
+    Guards(const OtherStates& saved, ReplayStateHooks::Guard ReplayStateHooks::*hook) {
       for (const auto& [hooks, captured] : saved.captured_)
-        guards_.push_back(hooks.replay(captured));
+        if (hooks.*hook) guards_.push_back((hooks.*hook)(captured));
     }
-    ~Replay() {
+    ~Guards() {
       while (!guards_.empty()) guards_.pop_back();
     }
-    Replay(const Replay&) = delete;
-    Replay& operator=(const Replay&) = delete;
+    Guards(const Guards&) = delete;
+    Guards& operator=(const Guards&) = delete;
 
    private:
     std::vector<std::shared_ptr<void>> guards_;
@@ -189,6 +189,7 @@ Tensor checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& input
   {
     const CheckpointDepth depth;
     const NoGradGuard no_graph;
+    const OtherStates::Guards first_forward(*others, &ReplayStateHooks::first_forward);
     out = fn(saved);
   }
   MANTISSA_CHECK(out.defined(), "checkpoint", "the checkpointed function returned no tensor");
@@ -216,7 +217,7 @@ Tensor checkpoint(const CheckpointFunction& fn, const std::vector<Tensor>& input
           const CheckpointDepth depth;
           const autograd::RecomputeScope replay;
           const AutocastReplay autocast(autocast_state);
-          const OtherStates::Replay other(*others);
+          const OtherStates::Guards other(*others, &ReplayStateHooks::replay);
           replayed = fn(replay_inputs);
         }
         std::vector<Tensor> grads(n_edges);

@@ -7,9 +7,9 @@
 # under the recipes that scale by each tensor's own amax (all but delayed, mxfp4 and nvfp4: their
 # amax element, a hair above the max, counted as saturated); the run stopped at step 3 and resumed writes the same model file as the whole
 # run; each recipe's weights differ from delayed scaling's. Activation checkpointing under nvfp4
-# writes the weights of the run without it. A LoRA fine-tune under nvfp4 writes peft's files.
-# Refused before training: activation checkpointing under delayed scaling (with the reason), a
-# resume under another recipe (naming both),
+# and under delayed scaling writes the weights of the run without it. A LoRA fine-tune under
+# nvfp4 writes peft's files. Refused before training: activation checkpointing under mxfp4 with
+# stochastic rounding (with the reason), a resume under another recipe (naming both),
 # --fp8-exclude lm_head on a model whose output layer is the tied embedding, an --fp8-exclude
 # name that is no layer, and --fp8-recipe beside bf16-mixed.
 # Usage: cli_finetune_fp8_recipes.sh <mantissa binary> <fixtures dir>
@@ -52,12 +52,15 @@ for r in delayed current rowwise rowwise-gw-hp block mxfp8 mxfp4 nvfp4; do
     fail "$r: the same weights as delayed scaling's"
 done
 
-# Activation checkpointing under nvfp4 (stochastic rounding and the transform on) replays each
-# decoder layer exactly: the weights of the run without it, bit for bit.
-"$cli" finetune $F --fp8-recipe nvfp4 --activation-checkpointing --output-dir ac_nvfp4 \
-  >ac_nvfp4.txt 2>&1 || fail "nvfp4 with activation checkpointing failed"
-cmp -s a_nvfp4/model.safetensors ac_nvfp4/model.safetensors ||
-  fail "nvfp4: activation checkpointing changed the fine-tuned weights"
+# Activation checkpointing under nvfp4 (stochastic rounding and the transform on) and under
+# delayed scaling (the replay casts with the first forward's scales) replays each decoder layer
+# exactly: the weights of the run without it, bit for bit.
+for r in nvfp4 delayed; do
+  "$cli" finetune $F --fp8-recipe $r --activation-checkpointing --output-dir "ac_$r" \
+    >"ac_$r.txt" 2>&1 || fail "$r with activation checkpointing failed"
+  cmp -s "a_$r/model.safetensors" "ac_$r/model.safetensors" ||
+    fail "$r: activation checkpointing changed the fine-tuned weights"
+done
 
 "$cli" finetune $F --fp8-recipe nvfp4 --lora-rank 4 --output-dir lora >lora.txt 2>&1 ||
   fail "LoRA under nvfp4 failed"
@@ -74,8 +77,9 @@ refused() {  # refused NAME EXPECTED-TEXT ARGS...: the run ends with an error ho
 }
 refused resume_other "trained with the FP8 recipe 'nvfp4'.*this run uses 'current'" \
   $F --fp8-recipe current --output-dir out_resume_other --resume "ck_nvfp4/epoch=0-step=3.safetensors"
-refused ac_delayed "under --fp8-recipe delayed: delayed scaling updates its scales" \
-  $F --activation-checkpointing --output-dir out_ac_delayed
+refused ac_mxfp4_sr "under --fp8-recipe mxfp4: mxfp4's stochastic rounding draws" \
+  $F --fp8-recipe mxfp4 --fp8-enable-stochastic-rounding --activation-checkpointing \
+  --output-dir out_ac_mxfp4_sr
 refused tied_head "ties its output layer to the input embedding" \
   $F --fp8-exclude lm_head --output-dir out_tied_head
 refused typo "'model.layer.0', which is no layer of --model-dir" \

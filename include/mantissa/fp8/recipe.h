@@ -118,10 +118,10 @@ struct Recipe {
     return kind == RecipeKind::kNvfp4 || (kind == RecipeKind::kMxfp4 && enable_stochastic_rounding);
   }
   // Why FP8 layers cannot run inside activation checkpointing (nn::checkpoint) under this
-  // recipe, or "" where a checkpoint's replay computes its first forward's values exactly:
-  // delayed scaling updates its scales between the forward and the replay, and mxfp4 with
-  // stochastic rounding draws the backward copies' random bits in a forward that records a
-  // graph only, which a checkpoint's first forward does not.
+  // recipe, or "" where a checkpoint's replay computes its first forward's values exactly
+  // (delayed scaling's replay casts with the scales its first forward used, fp8/autocast.cpp):
+  // mxfp4 with stochastic rounding draws the backward copies' random bits in a forward that
+  // records a graph only, which a checkpoint's first forward does not.
   std::string checkpoint_refusal() const;
   // Whether scales are rounded down to powers of 2 under this recipe.
   bool power_2_scales() const {

@@ -18,9 +18,10 @@
 // - BatchNorm counts the batch in its running statistics in the first forward only;
 // - the state of the layers above nn that register it (register_replay_state): the FP8
 //   autocast region and recipe, with the replay's casts not counted again in the FP8 layers'
-//   statistics (fp8/autocast.h). The FP8 recipes whose replay cannot compute the first
-//   forward's values (delayed scaling, mxfp4 with stochastic rounding) refuse to run inside a
-//   checkpointed function (fp8::Recipe::checkpoint_refusal).
+//   statistics (fp8/autocast.h), and under delayed scaling the scales the first forward's casts
+//   used. The FP8 recipe whose replay cannot compute the first forward's values (mxfp4 with
+//   stochastic rounding) refuses to run inside a checkpointed function
+//   (fp8::Recipe::checkpoint_refusal).
 //
 // Without grad mode (evaluation), or when neither an input nor a listed parameter requires
 // grad, the function simply runs. Multiple outputs are not supported: the function returns one
@@ -73,12 +74,16 @@ bool in_checkpoint();
 
 // State kept outside nn that a replay must see as its first forward saw it. `capture` runs at
 // every checkpointed first forward that records a graph and returns what the replay needs;
-// `replay` gets that around the replay and returns a guard whose destruction, when the replay
-// ends, puts back the state of backward time. The layers above nn (fp8) register theirs once,
-// before their first forward; the hooks then apply to every checkpoint in the process.
+// `first_forward` (optional) gets that around the first forward, for what only the forward's
+// own ops know (the scales of the FP8 layers it runs), and returns a guard that ends with the
+// forward; `replay` gets it around the replay and returns a guard whose destruction, when the
+// replay ends, puts back the state of backward time. The layers above nn (fp8) register theirs
+// once, before their first forward; the hooks then apply to every checkpoint in the process.
 struct ReplayStateHooks {
+  using Guard = std::function<std::shared_ptr<void>(const std::shared_ptr<void>& captured)>;
   std::function<std::shared_ptr<void>()> capture;
-  std::function<std::shared_ptr<void>(const std::shared_ptr<void>& captured)> replay;
+  Guard first_forward;
+  Guard replay;
 };
 void register_replay_state(ReplayStateHooks hooks);
 

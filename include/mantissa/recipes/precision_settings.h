@@ -43,8 +43,8 @@ void check_fp8_exclude_names(const std::vector<std::string>& precisions,
 
 // --activation-checkpointing with `precisions` (names or aliases): throws naming `command`
 // when one has FP8 layers whose recipe (from `settings`, the --fp8-* flags) a checkpoint's
-// replay does not reproduce exactly (fp8::Recipe::checkpoint_refusal: delayed scaling, mxfp4
-// with stochastic rounding), with the reason. The data and model load later.
+// replay does not reproduce exactly (fp8::Recipe::checkpoint_refusal: mxfp4 with stochastic
+// rounding), with the reason. The data and model load later.
 void check_activation_checkpointing(const std::vector<std::string>& precisions,
                                     const PrecisionSettings& settings, const char* command);
 
