@@ -193,6 +193,41 @@ INSTANTIATE_TEST_SUITE_P(Recipes, Fp8Checkpoint, ::testing::ValuesIn(cases()),
                            return n;
                          });
 
+TEST(Fp8CheckpointDelayed, ReplaysInABackwardInsideAnFp8RegionUpdateEachLayerOnce) {
+  // Two checkpointed layers whose backward runs inside an enabled region: each replay is a
+  // region of its own, so each backward updates its layers' grad_output scales once, as
+  // without checkpointing (joined to the backward's region, the second replay's layers would
+  // join the group the first one ran already).
+  Recipe recipe = recipe_of(RecipeKind::kDelayed);
+  recipe.amax_history_len = 4;
+  const auto run = [&](bool checkpointed) {
+    manual_seed(3);
+    std::vector<std::shared_ptr<Linear>> layers;
+    for (int i = 0; i < 3; ++i)
+      layers.push_back(std::make_shared<Linear>(kIn, kIn, true, kFloat32));
+    for (int step = 0; step < kSteps; ++step) {
+      Tensor loss;
+      {
+        const Fp8Autocast fp8_on(true, recipe);
+        Tensor h = rnd({kRows, kIn}, kFloat32, 300 + static_cast<uint64_t>(step));
+        for (int i = 0; i < 2; ++i)
+          h = checkpointed ? nn::checkpoint(*layers[i], h) : (*layers[i])(h);
+        const Tensor y = (*layers[2])(h);
+        loss = sum(mul(y, y));
+      }
+      const Fp8Autocast backward_in_fp8(true, recipe);
+      loss.backward();
+    }
+    std::vector<std::vector<uint32_t>> out;
+    for (const auto& l : layers) {
+      out.push_back(bits(l->fp8_state()->scale));
+      out.push_back(bits(l->weight.grad()));
+    }
+    return out;
+  };
+  EXPECT_EQ(run(true), run(false));
+}
+
 TEST(Fp8CheckpointRefusal, Nvfp4DrawsTheStreamInBackwardOnly) {
   // The stream the nvfp4 run above compares moved: its gradients were rounded stochastically.
   const TrainedRun r = train(recipe_of(RecipeKind::kNvfp4), true);
