@@ -3,7 +3,7 @@
 # bit, as without it, in bf16-mixed and in QLoRA (nf4-dq + LoRA + 8-bit AdamW), with a smaller
 # peak; the metrics JSON and the banner say it; plan and bench take it; transformer-engine gives
 # the same metrics (FP8 statistics included) and weights under delayed scaling (the default
-# history and one of 4 rows), nvfp4 and mxfp4 with the transform, a checkpointed delayed run
+# history and one of 2 rows), nvfp4 and mxfp4 with the transform, a checkpointed delayed run
 # resumed mid-run writes the weights of the whole run, and mxfp4 with stochastic rounding is
 # refused with the reason; the image models ignore it.
 # Usage: cli_activation_checkpointing.sh <mantissa binary>
