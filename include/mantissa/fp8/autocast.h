@@ -6,7 +6,9 @@
 // FP8 module that ran in it. Backward scales (grad_output) are updated at the end of the
 // backward of the first FP8 module of the scope, which is the last backward to run. Both updates
 // are delayed scaling's: under another recipe kind no scale is updated there (each cast finds
-// its own).
+// its own). An activation checkpoint's replay (nn/checkpoint.h) is a scope of its own: it casts
+// with the forward scales its first forward used, updates none at its exit, and its backward
+// updates the grad_output scales of its layers.
 #include <cstdint>
 #include <functional>
 #include <memory>
