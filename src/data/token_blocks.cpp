@@ -111,10 +111,11 @@ void tokenize_jsonl(const std::string& path, const std::string& text, const Toke
     std::string_view line(text.data() + start, end - start);
     ++line_no;
     start = end + 1;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    // Blank lines (an editor's or `echo >>`'s trailing newlines) hold no record: skipped, as the
+    // datasets/pyarrow JSON Lines reader skips them; line_no still counts them.
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    if (line.back() == '\r') line.remove_suffix(1);
     const std::string where_line = fmt::format("{} line {}", quoted_path(path), line_no);
-    MANTISSA_CHECK(line.find_first_not_of(" \t") != std::string_view::npos, kWhere,
-                   "{}: empty line (a JSONL file holds one JSON object a line)", where_line);
     io::check_json_nesting(line, kWhere, where_line);
     nlohmann::json record;
     try {

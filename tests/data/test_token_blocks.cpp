@@ -83,6 +83,21 @@ TEST(TokenBlocks, TextRecordsTrainEveryToken) {
   EXPECT_EQ(s.trained, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1}));
 }
 
+// Blank and whitespace-only lines (trailing newlines an editor or `echo >>` leaves, CRLF ones,
+// gaps between records) are skipped, as the datasets/pyarrow JSON Lines reader skips them; a
+// later bad line's error still gives its line number in the file.
+TEST(TokenBlocks, BlankJsonlLinesAreSkippedAndLineNumbersKept) {
+  mantissa::testing::TempDir dir;
+  const std::string path =
+      write(dir, "gaps.jsonl", "\n{\"text\": \"hi\"}\n \t\n\r\n{\"text\": \"yo\"}\r\n\n\n  \n");
+  const TokenStream s = tokenize_file(path, byte_tokens, {});
+  EXPECT_EQ(s.tokens, (std::vector<int64_t>{kBos, 'h', 'i', kBos, 'y', 'o'}));
+  EXPECT_EQ(s.documents, 2);
+  const std::string bad = write(dir, "gapbad.jsonl", "{\"text\": \"a\"}\n\n  \n{\"text\": 3}\n\n");
+  expect_error([&] { tokenize_file(bad, byte_tokens, {}); },
+               {"gapbad.jsonl' line 4: field 'text' must be a string, got 3"});
+}
+
 // The extension decides the format in any case; a .json file (records in a JSON array) is
 // refused before it is read, instead of training on its brackets and keys as plain text.
 TEST(TokenBlocks, JsonlInAnyCaseAndJsonRefused) {
@@ -137,7 +152,6 @@ TEST(TokenBlocks, BadLinesAreRefusedNamingFileAndLine) {
     expect_error([&] { tokenize_file(path, byte_tokens, {}); }, {"bad.jsonl' line 2: " + piece});
   };
   refuse("{\"text\": \"a\"}\n{\"text\": \"a\"\n", "not valid JSON");
-  refuse("{\"text\": \"a\"}\n\n", "empty line");
   refuse("{\"text\": \"a\"}\n[1]\n", "expected a JSON object");
   refuse("{\"text\": \"a\"}\n{\"prompt\": \"a\"}\n",
          "a record needs a 'text' field, or 'prompt' and 'completion' fields");
