@@ -528,7 +528,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   std::shared_ptr<ValidationPrinter> printer;
   if (!o.quiet) {
     printer = std::make_shared<ValidationPrinter>("nats/token", stdout_is_terminal());
-    topts.callbacks.push_back(printer);
+    add_validation_printer(topts, printer);
   }
   auto fit_start = std::make_shared<FitStartStep>();
   topts.callbacks.push_back(fit_start);

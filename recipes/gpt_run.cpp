@@ -248,7 +248,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   std::shared_ptr<ValidationPrinter> printer;
   if (!o.quiet) {
     printer = std::make_shared<ValidationPrinter>("nats/byte", stdout_is_terminal());
-    topts.callbacks.push_back(printer);
+    add_validation_printer(topts, printer);
   }
 
   const std::shared_ptr<train::LearningRateFinder> lr_finder = setup_lr_find(o, topts);

@@ -11,6 +11,7 @@
 #include "mantissa/core/allocator.h"
 #include "mantissa/core/warning.h"
 #include "mantissa/recipes/trainer_setup.h"
+#include "mantissa/train/early_stopping.h"
 #include "mantissa/train/report/metric_text.h"
 
 namespace mantissa::recipes {
@@ -64,6 +65,13 @@ void ValidationPrinter::on_validation_end(train::Trainer& trainer, train::TrainM
              tty_ ? "\r\033[K" : "", r.step, total_steps_, since, since == 1 ? "" : "s", untrained,
              train::metric_text(r.train_loss), train::metric_text(r.val_loss), unit_, speed);
   std::fflush(stdout);
+}
+
+void add_validation_printer(train::TrainerOptions& t, std::shared_ptr<ValidationPrinter> printer) {
+  const auto stopping = std::find_if(t.callbacks.begin(), t.callbacks.end(), [](const auto& c) {
+    return dynamic_cast<const train::EarlyStopping*>(c.get()) != nullptr;
+  });
+  t.callbacks.insert(stopping, std::move(printer));
 }
 
 optim::OptimizerChoice language_model_optimizer_choice(const TrainOptions& o,

@@ -8,6 +8,8 @@
 #   17-batch epochs), as Lightning's does when a run validates inside its epochs: val_loss
 #   0.1128 at step 5, 0.1432 at step 10, so patience 1 stops at step 10 with best 0.113 (it
 #   was judged at epoch ends only and stopped at step 34 with best 0.190);
+# - the early-stopping line follows the validation line it judges (it came before it: the
+#   callback ran ahead of the validation printer);
 # - resumed from a checkpoint of step 7 (--every-n-train-steps 7), the run stops where the
 #   uninterrupted one does, with the same best and final validation loss (the callback's
 #   state travels in the checkpoint).
@@ -38,6 +40,9 @@ es="$run --max-steps 60 --eval-interval 5 --early-stopping-monitor val_loss
 grep -q "did not improve in the last 1 records. Best score: 0.113" "$dir/es.txt" ||
   fail "early stopping did not stop with the best of step 5"
 [ "$(json_number "$dir/es.json" steps)" = 10 ] || fail "early stopping did not stop at step 10"
+awk '/^step 10\/60 .* val loss / { v = NR } /^mantissa: early stopping:/ { e = NR }
+     END { exit !(v && e > v) }' "$dir/es.txt" ||
+  fail "the early-stopping line is not printed after the validation line of step 10 it judges"
 [ -e "$dir/ck/epoch=0-step=7.safetensors" ] || fail "no checkpoint of step 7"
 
 "$cli" $es --output-dir "$dir/re" --resume "$dir/ck/epoch=0-step=7.safetensors" \

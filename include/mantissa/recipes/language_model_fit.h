@@ -5,6 +5,7 @@
 // pass), and the run's curve, speed and memory in the metrics.
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -45,6 +46,11 @@ class ValidationPrinter : public train::Callback {
   bool tty_;
   int64_t total_steps_ = 0;
 };
+
+// Puts `printer` among `t`'s callbacks ahead of the EarlyStopping made from the flags
+// (make_trainer_options), which judges the same validation in its on_validation_end: the
+// validation's line then precedes the early-stopping decision based on it.
+void add_validation_printer(train::TrainerOptions& t, std::shared_ptr<ValidationPrinter> printer);
 
 // The --optimizer choice of a language-model run: its name, lr, weight decay and
 // --optim-bits-32 names; fp32 state under fp16 parameters. `embeddings_32bit`: the embedding
