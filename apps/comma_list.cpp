@@ -92,6 +92,24 @@ CommaListItems lora_target_items() {
           }};
 }
 
+CLI::Validator lora_target_names() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        for (const std::string& item : split_comma_list(value)) {
+          if (item.find_first_of("\\^$*+?()[]{}|") == std::string::npos) continue;
+          return fmt::format(
+              "{} is a regular expression, not a layer name: --lora-targets takes names of "
+              "Linear layers separated by commas, each matching a layer's whole name or its "
+              "last dotted parts (peft's target_modules as a list), such as q_proj,v_proj; a "
+              "regular expression (target_modules as a string) is read from the "
+              "adapter_config.json of an --adapter directory",
+              quote_untrusted(item, 200));
+        }
+        return "";
+      },
+      "", "");
+}
+
 CommaListItems module_name_items(const std::string& examples) {
   return {"module name", [examples] {
             return "give module names separated by commas, as the model summary shows them, "

@@ -42,4 +42,10 @@ CommaListItems lora_target_items();  // finetune's --lora-targets
 CommaListItems module_name_items(const std::string& examples);
 CommaListItems parameter_name_items();  // --optim-bits-32
 
+// --lora-targets takes layer names (peft's target_modules as a list), not a regular expression
+// (peft's target_modules as a string, read from an --adapter's adapter_config.json): an item
+// with a regular expression's characters (\ ^ $ * + ? ( ) [ ] { } |), which no layer's name
+// holds, is refused as that.
+CLI::Validator lora_target_names();
+
 }  // namespace mantissa::app

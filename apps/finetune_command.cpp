@@ -74,7 +74,8 @@ void add_finetune_command(CLI::App& app) {
                   "e.g. "
                   "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; default: every "
                   "Linear")
-      ->check(comma_list(lora_target_items()));
+      ->check(comma_list(lora_target_items()))
+      ->check(lora_target_names());
   cmd->add_flag("--activation-checkpointing", f->activation_checkpointing,
                 "Recompute each decoder layer in backward (less memory)");
   add_optimizer_options(*cmd, o->optimizer, o->optim_bits_32);

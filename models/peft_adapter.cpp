@@ -16,6 +16,7 @@
 #include "mantissa/io/output_path.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/io/untrusted_json.h"
+#include "text/regex.h"
 
 namespace mantissa::models {
 namespace {
@@ -65,7 +66,41 @@ T number_field(const json& config, const std::string& path, const char* key, T f
   return it->get<T>();
 }
 
+// target_modules: a list of layer names, or one string, a regular expression that a layer's
+// whole name must match (peft's check_target_module_exists), compiled here so that a malformed
+// one is named with its file.
+void read_target_modules(const json& config, const std::string& path, PeftAdapterConfig& c) {
+  const auto targets = config.find("target_modules");
+  if (targets != config.end() && targets->is_string() && !targets->get<std::string>().empty()) {
+    c.target_regex = targets->get<std::string>();
+    text::detail::Regex::full_match(
+        c.target_regex, kWhere,
+        fmt::format("{}: field 'target_modules' (a regular expression, as peft reads a string)",
+                    quoted_path(path)));
+    return;
+  }
+  MANTISSA_CHECK(targets != config.end() && targets->is_array() && !targets->empty(), kWhere,
+                 "{}: field 'target_modules' must be a list of layer names or a regular "
+                 "expression, got {}",
+                 quoted_path(path),
+                 targets == config.end() ? "nothing" : io::json_excerpt(*targets));
+  for (const json& t : *targets) {
+    MANTISSA_CHECK(t.is_string() && !t.get<std::string>().empty(), kWhere,
+                   "{}: field 'target_modules' holds {}, not a layer name", quoted_path(path),
+                   io::json_excerpt(t));
+    c.target_modules.push_back(t.get<std::string>());
+  }
+}
+
 }  // namespace
+
+nn::LoraConfig to_lora_config(const PeftAdapterConfig& config) {
+  return {.r = config.r,
+          .alpha = config.lora_alpha,
+          .dropout = config.lora_dropout,
+          .target_modules = config.target_modules,
+          .target_regex = config.target_regex};
+}
 
 PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   const std::string path = (fs::path(dir) / kPeftConfigFile).string();
@@ -92,17 +127,7 @@ PeftAdapterConfig read_peft_adapter_config(const std::string& dir) {
   c.r = number_field<int64_t>(config, path, "r", 8, true);
   c.lora_alpha = number_field<double>(config, path, "lora_alpha", 8, true);
   c.lora_dropout = number_field<double>(config, path, "lora_dropout", 0, false);
-  const auto targets = config.find("target_modules");
-  MANTISSA_CHECK(targets != config.end() && targets->is_array() && !targets->empty(), kWhere,
-                 "{}: field 'target_modules' must be a list of layer names, got {}",
-                 quoted_path(path),
-                 targets == config.end() ? "nothing" : io::json_excerpt(*targets));
-  for (const json& t : *targets) {
-    MANTISSA_CHECK(t.is_string() && !t.get<std::string>().empty(), kWhere,
-                   "{}: field 'target_modules' holds {}, not a layer name", quoted_path(path),
-                   io::json_excerpt(t));
-    c.target_modules.push_back(t.get<std::string>());
-  }
+  read_target_modules(config, path, c);
   if (const auto f = config.find("fan_in_fan_out"); f != config.end() && f->is_boolean())
     c.fan_in_fan_out = f->get<bool>();
   if (const auto b = config.find("base_model_name_or_path"); b != config.end() && b->is_string())
@@ -130,7 +155,9 @@ void save_peft_adapter(const nn::Module& model, const PeftAdapterConfig& config,
   c["r"] = config.r;
   c["lora_alpha"] = config.lora_alpha;
   c["lora_dropout"] = config.lora_dropout;
-  c["target_modules"] = config.target_modules;
+  // A regex goes back as the string it came as: peft reads either form.
+  c["target_modules"] =
+      config.target_regex.empty() ? json(config.target_modules) : json(config.target_regex);
   c["bias"] = "none";
   c["fan_in_fan_out"] = config.fan_in_fan_out;
   c["base_model_name_or_path"] = config.base_model_name_or_path;
@@ -152,30 +179,32 @@ std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string&
   MANTISSA_CHECK(fs::exists(path), kWhere, "{} is missing (the adapter's weights)",
                  quoted_path(path));
   const io::SafetensorsFile file = io::load_safetensors(path);
-  // An adapter of another base model (another architecture's layer names) wraps nothing here:
-  // said as that, not as a list of targets and layers.
-  if (!config.target_modules.empty()) {
-    bool any = false;
-    for (const auto& [name, m] : model.named_modules()) {
-      if (!nn::linear_features(*m)) continue;
-      for (const std::string& t : config.target_modules)
-        any = any || name == t || name.ends_with("." + t);
-    }
-    MANTISSA_CHECK(any, kWhere,
-                   "{}: the adapter's target_modules [{}] match no layer of this model: it was "
-                   "trained on another base model{}; apply it to that one",
-                   quoted_path((fs::path(dir) / kPeftConfigFile).string()),
-                   escape_untrusted(fmt::format("{}", fmt::join(config.target_modules, ", "))),
-                   config.base_model_name_or_path.empty()
-                       ? ""
-                       : fmt::format(" (its base_model_name_or_path: {})",
-                                     quoted_path(config.base_model_name_or_path)));
+  // An adapter of another base model (another architecture's layer names), or a regex that
+  // names no layer, wraps nothing here: said as that, not as a list of targets and layers.
+  const nn::LoraConfig lora = to_lora_config(config);
+  const auto targeted = nn::lora_target_matcher(lora);
+  std::string first_layer;
+  bool any = false;
+  for (const auto& [name, m] : model.named_modules()) {
+    if (!nn::linear_features(*m)) continue;
+    if (first_layer.empty()) first_layer = name;
+    any = any || targeted(name);
   }
-  const std::vector<std::string> wrapped =
-      nn::apply_lora(model, {.r = config.r,
-                             .alpha = config.lora_alpha,
-                             .dropout = config.lora_dropout,
-                             .target_modules = config.target_modules});
+  const std::string base = config.base_model_name_or_path.empty()
+                               ? ""
+                               : fmt::format(" (its base_model_name_or_path: {})",
+                                             quoted_path(config.base_model_name_or_path));
+  const std::string config_path = quoted_path((fs::path(dir) / kPeftConfigFile).string());
+  MANTISSA_CHECK(any || config.target_regex.empty(), kWhere,
+                 "{}: the adapter's target_modules, the regular expression {}, matches no layer "
+                 "of this model (it must match a layer's whole name, such as '{}'): correct it, "
+                 "or apply the adapter to the base model it was trained on{}",
+                 config_path, quote_untrusted(config.target_regex, 200), first_layer, base);
+  MANTISSA_CHECK(any, kWhere,
+                 "{}: the adapter's target_modules {} match no layer of this model: it was "
+                 "trained on another base model{}; apply it to that one",
+                 config_path, nn::lora_targets_text(lora), base);
+  const std::vector<std::string> wrapped = nn::apply_lora(model, lora);
   const nn::StateDict own = nn::lora_state_dict(model);
   std::set<std::string> seen;
   NoGradGuard no_grad;

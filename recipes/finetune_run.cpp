@@ -601,6 +601,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
     adapter_config.lora_alpha = given.lora_alpha;
     adapter_config.lora_dropout = given.lora_dropout;
     adapter_config.target_modules = given.target_modules;
+    adapter_config.target_regex = given.target_regex;
     for (const auto& [name, p] : model->named_parameters())
       if (name.find("base_layer.") != std::string::npos) Tensor(p).requires_grad_(false);
     m.trainable_parameters = nn::trainable_parameter_count(*model);
@@ -608,7 +609,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   const bool lora = !nn::lora_state_dict(*model).empty();
   // As peft: with adapters only the adapters train (the output holds nothing else).
   if (lora) m.trainable_parameters = nn::mark_only_lora_as_trainable(*model);
-  if (lora && adapter_config.target_modules.empty()) {
+  if (lora && adapter_config.target_modules.empty() && adapter_config.target_regex.empty()) {
     // Every Linear-like layer got an adapter: name their leaf names as peft's
     // targets.
     std::set<std::string> leaves;

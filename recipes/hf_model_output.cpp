@@ -83,10 +83,7 @@ void write_merged_model_directory(const std::string& source_dir,
                                   const models::PeftAdapterConfig& config,
                                   const nn::StateDict& adapters, const std::string& out_dir) {
   const std::shared_ptr<models::CausalLM> model = models::load_hf_model(source_dir);
-  nn::apply_lora(*model, {.r = config.r,
-                          .alpha = config.lora_alpha,
-                          .dropout = config.lora_dropout,
-                          .target_modules = config.target_modules});
+  nn::apply_lora(*model, models::to_lora_config(config));
   const nn::StateDict own = nn::lora_state_dict(*model);
   for (const auto& [name, t] : own) {
     MANTISSA_CHECK(adapters.contains(name), "finetune",

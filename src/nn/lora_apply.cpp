@@ -4,8 +4,10 @@
 #include <fmt/ranges.h>
 
 #include "mantissa/core/error.h"
+#include "mantissa/core/untrusted_text.h"
 #include "mantissa/nn/lora.h"
 #include "mantissa/nn/replace.h"
+#include "text/regex.h"
 
 namespace mantissa::nn {
 namespace {
@@ -29,8 +31,31 @@ std::string parent_name(const std::string& qualified) {
 
 }  // namespace
 
+std::function<bool(const std::string& name)> lora_target_matcher(const LoraConfig& c) {
+  if (c.target_regex.empty()) {
+    return [targets = c.target_modules](const std::string& name) {
+      return name_matches(name, targets);
+    };
+  }
+  MANTISSA_CHECK(c.target_modules.empty(), "apply_lora",
+                 "the LoRA targets are a list of names or one regular expression, as peft's "
+                 "target_modules; both were given ([{}] and {})",
+                 fmt::join(c.target_modules, ", "), quote_untrusted(c.target_regex, 200));
+  const auto regex = std::make_shared<const text::detail::Regex>(
+      text::detail::Regex::full_match(c.target_regex, "apply_lora", "the LoRA targets"));
+  return [regex](const std::string& name) { return regex->search(name); };
+}
+
+std::string lora_targets_text(const LoraConfig& c) {
+  if (!c.target_regex.empty())
+    return quote_untrusted(c.target_regex, 200) +
+           " (a regular expression that a layer's whole name must match)";
+  return escape_untrusted(fmt::format("[{}]", fmt::join(c.target_modules, ", ")));
+}
+
 std::vector<std::string> apply_lora(Module& root, const LoraConfig& c) {
   validate(LoraOptions{.r = c.r, .alpha = c.alpha, .dropout = c.dropout});
+  const auto targeted = lora_target_matcher(c);
   std::vector<std::string> wrapped, linear_like;
   auto inside_lora = [&root](const std::string& name) {
     for (std::string p = parent_name(name);; p = parent_name(p)) {
@@ -47,7 +72,7 @@ std::vector<std::string> apply_lora(Module& root, const LoraConfig& c) {
     if (!linear_features(m)) return false;
     if (inside_lora(name)) return false;
     linear_like.push_back(name);
-    return name_matches(name, c.target_modules);
+    return targeted(name);
   };
   auto make = [&](const std::string& name, std::shared_ptr<Module> old) -> std::shared_ptr<Module> {
     const LinearFeatures f = *linear_features(*old);
@@ -67,8 +92,8 @@ std::vector<std::string> apply_lora(Module& root, const LoraConfig& c) {
                  "the model has no Linear-like layer (nn::Linear, a quantized Linear, an "
                  "attention projection) for LoRA adapters to wrap");
   MANTISSA_CHECK(!wrapped.empty(), "apply_lora",
-                 "no layer matched the LoRA targets [{}]; the model's Linear-like layers are: [{}]",
-                 fmt::join(c.target_modules, ", "), fmt::join(linear_like, ", "));
+                 "no layer matched the LoRA targets {}; the model's Linear-like layers are: [{}]",
+                 lora_targets_text(c), fmt::join(linear_like, ", "));
   return wrapped;
 }
 

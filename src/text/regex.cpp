@@ -38,12 +38,12 @@ std::string pcre2_message(int code) {
 // One match at or after `start`; false when none. Throws on a matching error (a JIT stack or
 // match limit reached on a pathological pattern).
 bool match_at(const pcre2_code* code, MatchData& md, std::string_view subject, size_t start,
-              Span& span, const std::string& pattern) {
+              Span& span, const std::string& pattern, const std::string& where) {
   const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(),
                              start, PCRE2_NO_UTF_CHECK, md.data, nullptr);
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   if (rc < 0)
-    fail(kWhere, "regular expression {} failed on a text of {} bytes: {}", quote_untrusted(pattern),
+    fail(where, "regular expression {} failed on a text of {} bytes: {}", quote_untrusted(pattern),
          subject.size(), pcre2_message(rc));
   const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.data);
   span = {ov[0], ov[1]};
@@ -52,13 +52,23 @@ bool match_at(const pcre2_code* code, MatchData& md, std::string_view subject, s
 
 }  // namespace
 
-Regex::Regex(std::string_view pattern, std::string_view context) : pattern_(pattern) {
+Regex::Regex(std::string_view pattern, std::string_view context)
+    : Regex(pattern, kWhere, context, 0) {}
+
+Regex Regex::full_match(std::string_view pattern, std::string_view where,
+                        std::string_view context) {
+  return Regex(pattern, where, context, PCRE2_ANCHORED | PCRE2_ENDANCHORED);
+}
+
+Regex::Regex(std::string_view pattern, std::string_view where, std::string_view context,
+             uint32_t options)
+    : pattern_(pattern), where_(where) {
   int error = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+                                   PCRE2_UTF | PCRE2_UCP | options, &error, &offset, nullptr);
   if (code == nullptr)
-    fail(kWhere, "{}: the regular expression {} does not compile (at offset {}): {}", context,
+    fail(where_, "{}: the regular expression {} does not compile (at offset {}): {}", context,
          quote_untrusted(pattern, 200), offset, pcre2_message(error));
   auto compiled = std::make_shared<Compiled>();
   compiled->code = code;
@@ -89,7 +99,8 @@ std::vector<Span> Regex::find_all(std::string_view subject) const {
   MatchData md(compiled_->code);
   size_t start = 0;
   Span span;
-  while (start <= subject.size() && match_at(compiled_->code, md, subject, start, span, pattern_)) {
+  while (start <= subject.size() &&
+         match_at(compiled_->code, md, subject, start, span, pattern_, where_)) {
     // An empty match right where the previous match ended is not one (as the Rust regex
     // engines behind tokenizers treat it).
     const bool empty_after_match =
@@ -109,7 +120,7 @@ std::vector<Span> Regex::find_all(std::string_view subject) const {
 bool Regex::search(std::string_view subject) const {
   MatchData md(compiled_->code);
   Span span;
-  return match_at(compiled_->code, md, subject, 0, span, pattern_);
+  return match_at(compiled_->code, md, subject, 0, span, pattern_, where_);
 }
 
 std::string Regex::replace_all(std::string_view subject, std::string_view content) const {

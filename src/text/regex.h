@@ -2,6 +2,7 @@
 // The Unicode regular expressions of tokenizer files (split patterns such as GPT-2's and
 // Llama 3's, Replace patterns), run by PCRE2 with UTF and Unicode properties (UCP), compiled
 // to machine code by its JIT where the platform has one.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,6 +21,11 @@ class Regex {
   Regex(std::string_view pattern, std::string_view context);
   // A pattern that matches `literal` itself.
   static Regex literal(std::string_view literal, std::string_view context);
+  // A pattern that matches only a whole subject (Python's re.fullmatch; compiled anchored at
+  // both ends, so search() tells whether all of the subject matches). Its errors are labelled
+  // [where] instead of [tokenizer].
+  static Regex full_match(std::string_view pattern, std::string_view where,
+                          std::string_view context);
 
   // Every non-overlapping match, left to right (an empty match moves the search on by one
   // character). `subject` must be valid UTF-8 (the tokenizer checks its input once).
@@ -33,8 +39,12 @@ class Regex {
   const std::string& pattern() const { return pattern_; }
 
  private:
+  Regex(std::string_view pattern, std::string_view where, std::string_view context,
+        uint32_t options);
+
   struct Compiled;
   std::string pattern_;
+  std::string where_;
   std::shared_ptr<const Compiled> compiled_;
 };
 

@@ -74,6 +74,11 @@ for targets in , q_proj,,v_proj v_proj,; do
   refused targets "--lora-targets: '$targets' has an empty layer name" \
     --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 --lora-targets "$targets"
 done
+# A regular expression in --lora-targets (peft's target_modules as a string) is refused as that:
+# the flag takes layer names (a regex comes from an --adapter's adapter_config.json).
+refused targets_regex "--lora-targets: 'model.*self_attn.*(q|v)_proj' is a regular expression, not a layer name: --lora-targets takes names of Linear layers" \
+  --model-dir "$fx/llama" --data "$fx/qa.jsonl" --lora-rank 4 \
+  --lora-targets 'k_proj,model\.layers\.\d+\.self_attn\.(q|v)_proj'
 # A --block-size past GPT-2's n_positions (its learned position table) is refused after
 # config.json is read, before tokenizing, and leaves no --checkpoint-dir behind.
 refused block "\[finetune\] --block-size 128 exceeds the model's n_positions 64 (config.json)" \

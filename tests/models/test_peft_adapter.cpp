@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "mantissa/autograd/grad_mode.h"
 #include "mantissa/io/safetensors.h"
 #include "mantissa/models/hf_loader.h"
@@ -177,6 +179,77 @@ TEST(PeftAdapter, AnotherBaseModelsAdapterIsRefusedAsThat) {
                 "on another base model (its base_model_name_or_path: "
                 "'tests/fixtures/hf/finetune/llama'); apply it to that one");
   EXPECT_TRUE(nn::lora_state_dict(*model).empty());
+}
+
+// peft's target_modules as a string is a regular expression that a layer's whole name must match
+// (check_target_module_exists: re.fullmatch). The fixture's q_proj and v_proj adapters, with the
+// list ["q_proj", "v_proj"] and with the regex "model\.layers\.\d+\.self_attn\.(q|v)_proj", wrap
+// the same layers and give the same logits; the regex is written back as the string, which
+// reloads so too and merges. "(q|v)_proj" (a suffix, not a whole name) matches no layer and is
+// refused naming it; a malformed regex is refused naming the file and the pattern.
+TEST(PeftAdapter, RegexTargetModulesMatchWholeLayerNames) {
+  mantissa::testing::TempDir dir;
+  const std::string src = fixture("llama") + "/adapter/";
+  io::NamedTensors qv;
+  for (const auto& [name, t] : io::load_safetensors(src + "adapter_model.safetensors").tensors)
+    if (name.find(".q_proj.") != std::string::npos || name.find(".v_proj.") != std::string::npos)
+      qv.emplace_back(name, t);
+  std::ifstream in(src + "adapter_config.json");
+  const nlohmann::json peft_config = nlohmann::json::parse(in);
+  const auto write_adapter = [&](const std::string& sub, const nlohmann::json& targets) {
+    fs::create_directories(dir.file(sub));
+    io::save_safetensors(dir.file(sub + "/adapter_model.safetensors"), qv, {{"format", "pt"}});
+    nlohmann::json c = peft_config;
+    c["target_modules"] = targets;
+    std::ofstream(dir.file(sub + "/adapter_config.json")) << c.dump(2);
+    return dir.file(sub);
+  };
+  const std::string regex = "model\\.layers\\.\\d+\\.self_attn\\.(q|v)_proj";
+  const std::string as_list = write_adapter("list", {"q_proj", "v_proj"});
+  const std::string as_regex = write_adapter("regex", regex);
+  const models::PeftAdapterConfig config = models::read_peft_adapter_config(as_regex);
+  EXPECT_EQ(config.target_regex, regex);
+  EXPECT_TRUE(config.target_modules.empty());
+
+  const Tensor ids = reference("llama", "input_ids");
+  auto listed = models::load_hf_model(fixture("llama"));
+  auto matched = models::load_hf_model(fixture("llama"));
+  const std::vector<std::string> wrapped = models::load_peft_adapter(*listed, as_list);
+  EXPECT_EQ(models::load_peft_adapter(*matched, as_regex), wrapped);
+  EXPECT_EQ(wrapped.size() * 2, qv.size());
+  for (const std::string& name : wrapped)
+    EXPECT_TRUE(name.ends_with("self_attn.q_proj") || name.ends_with("self_attn.v_proj")) << name;
+  NoGradGuard no_grad;
+  const Tensor want = listed->forward(ids);
+  EXPECT_EQ(relative_error(matched->forward(ids), want), 0.0);
+  auto base = models::load_hf_model(fixture("llama"));
+  EXPECT_GT(relative_error(base->forward(ids), want), 1e-4);
+
+  models::save_peft_adapter(*matched, config, dir.file("written"));
+  std::ifstream written(dir.file("written/adapter_config.json"));
+  EXPECT_EQ(nlohmann::json::parse(written).at("target_modules"), regex);
+  EXPECT_EQ(relative_error(logits_with_adapter(fixture("llama"), dir.file("written"), ids), want),
+            0.0);
+  EXPECT_NO_THROW(recipes::write_merged_model_directory(
+      fixture("llama"), config, nn::lora_state_dict(*matched), dir.file("merged")));
+
+  const std::string suffix = write_adapter("suffix", "(q|v)_proj");
+  EXPECT_EQ(mantissa::testing::error_of([&] {
+              models::load_peft_adapter(*models::load_hf_model(fixture("llama")), suffix);
+            }),
+            "[adapter] '" + suffix +
+                "/adapter_config.json': the adapter's target_modules, the regular expression "
+                "'(q|v)_proj', matches no layer of this model (it must match a layer's whole "
+                "name, such as 'model.layers.0.self_attn.q_proj'): correct it, or apply the "
+                "adapter to the base model it was trained on (its base_model_name_or_path: "
+                "'tests/fixtures/hf/finetune/llama')");
+  const std::string bad = write_adapter("bad", "model\\.layers\\.(\\d+");
+  expect_error([&] { models::read_peft_adapter_config(bad); },
+               {"[adapter] '" + bad +
+                    "/adapter_config.json': field 'target_modules' (a regular expression, as "
+                    "peft reads a string): the regular expression "
+                    "'model\\\\.layers\\\\.(\\\\d+' does not compile",
+                "missing closing parenthesis"});
 }
 
 }  // namespace

@@ -313,6 +313,39 @@ TEST(ApplyLora, TargetsMatchNameSuffixes) {
                {"no layer matched the LoRA targets [fc9]", "[0, 2]"});
 }
 
+// A regex target (peft's target_modules as a string) must match a layer's whole name, as
+// peft's re.fullmatch: "2" names no layer of "0.0", "0.2", "1.0", "1.2" (the list {"2"} names
+// "0.2" and "1.2" by their last part). One that matches no layer is refused naming it, a
+// malformed one naming PCRE2's error (the pattern shown escaped, as JSON writes it), and one
+// beside a list is refused.
+TEST(ApplyLora, ARegexTargetMatchesWholeNames) {
+  const auto two_mlps = [] {
+    auto net = std::make_shared<Sequential>();
+    net->push_back(small_mlp());
+    net->push_back(small_mlp());
+    return net;
+  };
+  EXPECT_EQ(apply_lora(*two_mlps(), {.r = 1, .alpha = 1, .target_regex = "\\d\\.2"}),
+            (std::vector<std::string>{"0.2", "1.2"}));
+  EXPECT_EQ(apply_lora(*two_mlps(), {.r = 1, .alpha = 1, .target_regex = "1\\.(0|2)"}),
+            (std::vector<std::string>{"1.0", "1.2"}));
+  EXPECT_EQ(apply_lora(*two_mlps(), {.r = 1, .alpha = 1, .target_modules = {"2"}}),
+            (std::vector<std::string>{"0.2", "1.2"}));
+  expect_error([&] { apply_lora(*two_mlps(), {.r = 1, .alpha = 1, .target_regex = "2"}); },
+               {"[apply_lora] no layer matched the LoRA targets '2' (a regular expression that a "
+                "layer's whole name must match); the model's Linear-like layers are: [0.0, 0.2, "
+                "1.0, 1.2]"});
+  expect_error([&] { apply_lora(*two_mlps(), {.r = 1, .alpha = 1, .target_regex = "0\\.("}); },
+               {"[apply_lora] the LoRA targets: the regular expression '0\\\\.(' does not compile",
+                "missing closing parenthesis"});
+  expect_error(
+      [&] {
+        apply_lora(*two_mlps(),
+                   {.r = 1, .alpha = 1, .target_modules = {"2"}, .target_regex = "0\\.2"});
+      },
+      {"a list of names or one regular expression", "both were given"});
+}
+
 // A model with no Linear-like layer at all (convolutions only) says so, rather than listing
 // its Linear-like layers as "[]".
 TEST(ApplyLora, AModelWithoutLinearLayersSaysSo) {

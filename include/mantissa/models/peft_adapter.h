@@ -11,7 +11,8 @@
 // The module paths are the model's own (a models::CausalLM names its layers as transformers
 // does), so the files carry over both ways. What changes the math and is not implemented
 // (use_rslora, use_dora, rank or alpha patterns, bias other than "none", modules_to_save,
-// layers_to_transform, a regex target_modules) is refused naming the field.
+// layers_to_transform) is refused naming the field. target_modules is a list of names or, as
+// peft allows, one string: a regular expression that a layer's whole name must match.
 #include <string>
 #include <vector>
 
@@ -30,7 +31,8 @@ struct PeftAdapterConfig {
   double lora_alpha = 8;
   double lora_dropout = 0;
   std::vector<std::string> target_modules;  // layer names (the last part of a module path)
-  bool fan_in_fan_out = false;              // GPT-2's Conv1D layers
+  std::string target_regex;     // target_modules given as a string (then the list is empty)
+  bool fan_in_fan_out = false;  // GPT-2's Conv1D layers
   std::string base_model_name_or_path;
 };
 
@@ -38,12 +40,15 @@ struct PeftAdapterConfig {
 // missing, not JSON, not a LoRA adapter, or asks for something not implemented.
 PeftAdapterConfig read_peft_adapter_config(const std::string& dir);
 
+// The adapters `config` describes, as apply_lora takes them.
+nn::LoraConfig to_lora_config(const PeftAdapterConfig& config);
+
 // Writes DIR/adapter_config.json and DIR/adapter_model.safetensors from the LoRALinear layers
 // under `model` (creating DIR). Throws when the model holds no adapter.
 void save_peft_adapter(const nn::Module& model, const PeftAdapterConfig& config,
                        const std::string& dir);
 
-// Wraps the layers config.target_modules names in LoRA adapters (nn::apply_lora with the
+// Wraps the layers config's target_modules name in LoRA adapters (nn::apply_lora with the
 // config's r, alpha, dropout) and loads DIR's weights into them, cast to the adapters' dtype.
 // Every adapter of the model must be in the file and every tensor of the file must be an
 // adapter of the model, of its shape; otherwise throws naming the file and tensor. Returns the

@@ -120,17 +120,29 @@ class LoRALinear : public Module {
 };
 
 // Which layers apply_lora wraps: every Linear-like module (see linear_features) whose
-// qualified name matches one of target_modules, or all of them when the list is empty. A name
-// matches a target as in peft: equal to it or ending in "." + target ("fc1" matches
-// "h0.mlp.fc1"). Layers already inside a LoRALinear are never wrapped again.
+// qualified name matches the targets, or all of them when both are empty. As peft's
+// target_modules, the targets are a list or one regular expression: a name matches the list
+// when it equals an entry or ends in "." + entry ("fc1" matches "h0.mlp.fc1"), and the regex
+// when the regex matches all of it (re.fullmatch: "h\d+\.mlp\.fc1" matches "h0.mlp.fc1",
+// "fc1" does not). Layers already inside a LoRALinear are never wrapped again.
 struct LoraConfig {
   int64_t r = 8;
   double alpha = 8.0;
   double dropout = 0.0;
   std::vector<std::string> target_modules;  // empty: every Linear-like layer
+  std::string target_regex;                 // peft's target_modules as a string; or the list
   Generator* gen = nullptr;                 // lora_A initialisation (default generator)
   Generator* dropout_gen = nullptr;         // dropout masks (default generator)
 };
+
+// Whether a layer's qualified name matches `config`'s targets (its target_regex compiled once,
+// PCRE2 for Python's re). Throws when target_regex does not compile, or is given with
+// target_modules.
+std::function<bool(const std::string& name)> lora_target_matcher(const LoraConfig& config);
+
+// The targets for messages: "[q_proj, v_proj]", or "'x' (a regular expression that a layer's
+// whole name must match)".
+std::string lora_targets_text(const LoraConfig& config);
 
 // Wraps the matching layers of root in LoRALinear (replace_modules keeps the slot names) and
 // returns the qualified names wrapped, in model order. Throws when the options fail validate()
