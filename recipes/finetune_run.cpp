@@ -44,6 +44,7 @@
 #include "mantissa/recipes/model_footprint.h"
 #include "mantissa/recipes/multi_precision_flags.h"
 #include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/run_hparams.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/text/tokenizer.h"
@@ -533,6 +534,7 @@ TrainMetrics run_finetune(const TrainOptions& o_in, const FinetuneOptions& f) {
   auto fit_start = std::make_shared<FitStartStep>();
   topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);
+  log_run_hparams(trainer, finetune_run_hparams(o, f, trainer.options()));
   if (!f.average_tokens_across_ranks && trainer.strategy().world_size() == 1)
     warn_once(
         "--no-average-tokens-across-ranks has no effect on one process (its loss is the mean "

@@ -35,6 +35,7 @@
 #include "mantissa/recipes/model_footprint.h"
 #include "mantissa/recipes/model_hparams.h"
 #include "mantissa/recipes/precision_settings.h"
+#include "mantissa/recipes/run_hparams.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/precision_registry.h"
@@ -255,6 +256,7 @@ TrainMetrics run_gpt_training(const TrainOptions& o, const GptOptions& g) {
   auto fit_start = std::make_shared<FitStartStep>();
   topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);  // seeds the default generator (initialisation)
+  log_run_hparams(trainer, gpt_run_hparams(o, g, trainer.options()));
   // An epoch is this rank's shard under ddp: its batches set the schedule's length.
   const int64_t rank_batches = batches_per_rank(trainer, train_loader);
   const int64_t total_steps = schedule_steps(len, topts, rank_batches);

@@ -31,6 +31,7 @@
 #include "mantissa/recipes/model_names.h"
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/run_fit.h"
+#include "mantissa/recipes/run_hparams.h"
 #include "mantissa/recipes/thread_count.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
@@ -284,6 +285,7 @@ TrainMetrics run_training(const TrainOptions& o) {
   auto fit_start = std::make_shared<FitStartStep>();
   topts.callbacks.push_back(fit_start);
   train::Trainer trainer(topts);  // seeds the default generator
+  log_run_hparams(trainer, run_hparams(o, trainer.options()));
   const DType param_dtype = trainer.precision_plugin().param_dtype();
   // transformer-engine's weights are bf16/f16 too, but the optimizer options are not part of
   // that precision (docs/fp8.md): refused as with the mixed precisions, not silently applied.
