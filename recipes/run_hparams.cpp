@@ -35,6 +35,11 @@ nlohmann::json eval_interval(const train::TrainerOptions& t) {
   return static_cast<int64_t>(t.val_check_interval.value()) / t.accumulate_grad_batches;
 }
 
+// A language-model run's (the GPT's, a fine-tune's): LanguageModel's warm-up + cosine schedule
+// and its validations every --eval-interval optimizer steps.
+nlohmann::json language_model_run_hparams(const TrainOptions& o, const train::TrainerOptions& t,
+                                          int64_t warmup_steps, bool activation_checkpointing);
+
 std::string absolute(const std::string& path) {
   return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
 }
@@ -76,16 +81,26 @@ nlohmann::json run_hparams(const TrainOptions& o, const train::TrainerOptions& t
   return j;
 }
 
-nlohmann::json finetune_run_hparams(const TrainOptions& o, const FinetuneOptions& f,
-                                    const train::TrainerOptions& t) {
+namespace {
+
+nlohmann::json language_model_run_hparams(const TrainOptions& o, const train::TrainerOptions& t,
+                                          int64_t warmup_steps, bool activation_checkpointing) {
   nlohmann::json j = run_hparams(o, t);
   j["lr-schedule"] = "warmup-cosine";
-  j["warmup-steps"] = f.warmup_steps;
+  j["warmup-steps"] = warmup_steps;
   j["eval-interval"] = eval_interval(t);
+  j["activation-checkpointing"] = activation_checkpointing;
+  return j;
+}
+
+}  // namespace
+
+nlohmann::json finetune_run_hparams(const TrainOptions& o, const FinetuneOptions& f,
+                                    const train::TrainerOptions& t) {
+  nlohmann::json j = language_model_run_hparams(o, t, f.warmup_steps, f.activation_checkpointing);
   j["data"] = absolute(f.data);
   j["block-size"] = f.block_size;
   j["val-fraction"] = f.val_fraction;
-  j["activation-checkpointing"] = f.activation_checkpointing;
   // An adapter brings its own settings (its adapter_config.json; the module's hyperparameters
   // record its rank, alpha and dropout): the flags' defaults would misreport them.
   if (!f.adapter.empty()) {
@@ -99,12 +114,8 @@ nlohmann::json finetune_run_hparams(const TrainOptions& o, const FinetuneOptions
 
 nlohmann::json gpt_run_hparams(const TrainOptions& o, const GptOptions& g,
                                const train::TrainerOptions& t) {
-  nlohmann::json j = run_hparams(o, t);
-  j["lr-schedule"] = "warmup-cosine";
-  j["warmup-steps"] = g.warmup_steps;
-  j["eval-interval"] = eval_interval(t);
+  nlohmann::json j = language_model_run_hparams(o, t, g.warmup_steps, g.activation_checkpointing);
   j["dropout"] = g.dropout;
-  j["activation-checkpointing"] = g.activation_checkpointing;
   return j;
 }
 
