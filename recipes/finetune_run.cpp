@@ -46,6 +46,7 @@
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/run_hparams.h"
 #include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_flag_checks.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/text/tokenizer.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
@@ -297,11 +298,7 @@ void check_finetune_options(const TrainOptions& o, const FinetuneOptions& f) {
                  f.max_steps.value_or(0));
   MANTISSA_CHECK(!f.epochs || *f.epochs >= 1, kWhere, "--epochs must be at least 1, got {}",
                  f.epochs.value_or(0));
-  // As train's --eval-interval: 0 validated after every step, not never.
-  MANTISSA_CHECK(!f.eval_interval || *f.eval_interval >= 1, kWhere,
-                 "--eval-interval must be at least 1 (optimizer steps between validations), got "
-                 "{}; --limit-val-batches 0 turns validation off",
-                 f.eval_interval.value_or(0));
+  check_eval_interval(f.eval_interval, o, kWhere);  // as train's
   optim::check_optimizer_name(o.optimizer, kWhere);
   validate_quant_options(o.quant, kWhere);
   check_quant_dtype(o.quant, kWhere);

@@ -37,6 +37,7 @@
 #include "mantissa/recipes/precision_settings.h"
 #include "mantissa/recipes/run_hparams.h"
 #include "mantissa/recipes/thread_count.h"
+#include "mantissa/recipes/trainer_flag_checks.h"
 #include "mantissa/recipes/trainer_setup.h"
 #include "mantissa/train/precision_registry.h"
 #include "mantissa/train/precisions/bitsandbytes_precision.h"
@@ -97,13 +98,7 @@ void validate(const TrainOptions& o, const GptOptions& g) {
                  "--sample-tokens must be at most {} (the sample is printed at the end of the "
                  "run, and each byte is a forward pass of the model), got {}",
                  GptOptions::kMaxSampleTokens, g.sample_tokens);
-  if (g.eval_interval) {
-    MANTISSA_CHECK(*g.eval_interval >= 1, "train", "--eval-interval must be at least 1, got {}",
-                   *g.eval_interval);
-    MANTISSA_CHECK(o.val_check_interval == TrainOptions{}.val_check_interval, "train",
-                   "--eval-interval and --val-check-interval both set when to validate; give "
-                   "one of them");
-  }
+  check_eval_interval(g.eval_interval, o, "train");
   // An error, not an ignored flag's warning: these ask for how the half-precision weights are
   // updated, and the GPT's optimizer has neither, so ignoring them would train the weights
   // differently from what was asked (no fp32 master copy, round-to-nearest updates).

@@ -36,6 +36,18 @@ void check_one_of(const std::string& value, const char* flag, const std::vector<
 
 }  // namespace
 
+void check_eval_interval(const std::optional<int64_t>& eval_interval, const TrainOptions& o,
+                         const char* where) {
+  if (!eval_interval) return;
+  MANTISSA_CHECK(*eval_interval >= 1, where,
+                 "--eval-interval must be at least 1 (optimizer steps between validations), got "
+                 "{}; --limit-val-batches 0 turns validation off",
+                 *eval_interval);
+  MANTISSA_CHECK(o.val_check_interval == TrainOptions{}.val_check_interval, where,
+                 "--eval-interval and --val-check-interval both set when to validate; give one "
+                 "of them");
+}
+
 void check_trainer_flags(const TrainOptions& o, const char* where) {
   MANTISSA_CHECK(o.early_stopping_patience >= 0, where,
                  "--early-stopping-patience must be 0 or more (validation checks without "

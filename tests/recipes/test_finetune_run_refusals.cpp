@@ -84,6 +84,21 @@ TEST(FinetuneRunRefusals, AnEvalIntervalBelowOne) {
   EXPECT_FALSE(fs::exists(f.output_dir));
 }
 
+// --eval-interval beside --val-check-interval: the run validated on the second's schedule and
+// ignored the first; train refuses the pair, and finetune shares its check.
+TEST(FinetuneRunRefusals, AnEvalIntervalBesideValCheckInterval) {
+  TempDir dir;
+  TrainOptions o;
+  FinetuneOptions f;
+  tiny_finetune(o, f, dir);
+  f.eval_interval = 5;
+  o.val_check_interval = "0.5";
+  EXPECT_EQ(error_of([&] { run_finetune(o, f); }),
+            "[finetune] --eval-interval and --val-check-interval both set when to validate; "
+            "give one of them");
+  EXPECT_FALSE(fs::exists(f.output_dir));
+}
+
 TEST(FinetuneRunRefusals, AnUnknownOptimizerOrQuantDtypeInFinetunesName) {
   TempDir dir;
   TrainOptions o;
