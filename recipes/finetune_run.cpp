@@ -193,9 +193,12 @@ std::optional<FinetuneRecord> resumed_finetune(const std::string& resume, const 
                  "of a `mantissa finetune` run (its --checkpoint-dir); give one of those, or "
                  "continue that run with the command that wrote it",
                  quote_untrusted(resume, kPathMaxBytes), describe_other_checkpoint(hparams));
-  // The adapters' scaling and dropout against the flags (an --adapter's come from its
-  // adapter_config.json, which the flags cannot change).
-  if (f.adapter.empty()) check_resumed_lora(resume, header, hparams, q);
+  // Adapters on both sides or neither, their scaling and dropout, against the flags (an
+  // --adapter's come from its adapter_config.json, which the flags cannot change).
+  if (f.adapter.empty())
+    check_resumed_lora(resume, header, hparams, q,
+                       "to train adapters on its weights, start a new fine-tune with --lora-rank "
+                       "from the model directory its run writes at the end (its --output-dir)");
   return record;
 }
 

@@ -116,6 +116,40 @@ int64_t saved_step(const nlohmann::json& meta) {
   return step != meta.end() && step->is_number_integer() ? step->get<int64_t>() : 0;
 }
 
+// The LoRA rank a checkpoint's hyper_parameters record: train's record it always, a fine-tune's
+// only with adapters (its "task" record without "lora-rank" is a full fine-tune's); nullopt when
+// unknown (damaged, or an older build's).
+std::optional<int64_t> recorded_lora_rank(const nlohmann::json& recorded) {
+  const auto rank = recorded.find("lora-rank");
+  if (rank != recorded.end()) {
+    if (!rank->is_number_integer()) return std::nullopt;
+    return rank->get<int64_t>();
+  }
+  const auto task = recorded.find("task");
+  if (task != recorded.end() && *task == kFinetuneTask) return 0;
+  return std::nullopt;
+}
+
+// Adapters on one side only, before the model is built: the restore listed every tensor name
+// that did not fit ("missing [...q_proj.weight, ...], unexpected [...q_proj.base_layer.weight,
+// ...]"), and under a transformer-engine precision blamed --fp8-exclude (the FP8 layers are
+// named base_layer on one side). `instead`: how to train adapters on a full run's weights.
+void check_adapters_on_both_sides(const std::string& path, const nlohmann::json& recorded,
+                                  const QuantOptions& q, std::string_view instead) {
+  const std::optional<int64_t> saved_rank = recorded_lora_rank(recorded);
+  if (!saved_rank || (*saved_rank == 0) == (q.lora_rank == 0)) return;
+  const int64_t saved = *saved_rank;
+  if (saved > 0)
+    fail("--resume",
+         "{} holds LoRA adapters of rank {} (it was trained with --lora-rank {}), and "
+         "--lora-rank is {} here, where they would have no place: resume with --lora-rank {}",
+         path, saved, saved, q.lora_rank, saved);
+  fail("--resume",
+       "{} holds no LoRA adapters (it was trained without --lora-rank), and --lora-rank is {} "
+       "here: resume without --lora-rank; {}",
+       path, q.lora_rank, instead);
+}
+
 // The adapters' and the quantized layers' settings a checkpoint records against the resumed
 // run's flags (docs/trainer.md, "What a resume may change"): adapters on one side only are
 // refused, those of the same rank are checked by check_resumed_lora; another --quant-dtype is
@@ -127,22 +161,9 @@ void check_resumed_finetuning(const std::string& path, const io::SafetensorsHead
   const nlohmann::json meta = resumed_metadata(path, header);
   if (!meta.is_object()) return;  // the restore names what is wrong
   const int64_t global_step = saved_step(meta);
-  const auto rank = recorded.find("lora-rank");
-  // Adapters on one side only: the restore listed every tensor name that did not fit
-  // ("missing [model.net.0.bias, ...], unexpected [model.net.0.base_layer.bias, ...]").
-  if (rank != recorded.end() && rank->is_number_integer() &&
-      (rank->get<int64_t>() == 0) != (o.quant.lora_rank == 0)) {
-    const int64_t saved = rank->get<int64_t>();
-    fail("--resume", "{} was trained with --lora-rank {}, but --lora-rank is {} here: {}", path,
-         saved, o.quant.lora_rank,
-         saved > 0 ? fmt::format("its LoRA adapters would have no place in this model; pass "
-                                 "--lora-rank {}",
-                                 saved)
-                   : std::string("it holds no adapters to resume; to fine-tune its weights "
-                                 "with adapters, start a new run from them with --init-from "
-                                 "instead of --resume"));
-  }
-  check_resumed_lora(path, header, recorded, o.quant);
+  check_resumed_lora(path, header, recorded, o.quant,
+                     "to fine-tune its weights with adapters, start a new run from them with "
+                     "--init-from instead of --resume");
   // Another quantized precision does not load; the restore says so.
   const auto precision = meta.find("precision");
   const auto dtype = recorded.find("quant-dtype");
@@ -161,9 +182,12 @@ void check_resumed_finetuning(const std::string& path, const io::SafetensorsHead
 }  // namespace
 
 void check_resumed_lora(const std::string& path, const io::SafetensorsHeader& header,
-                        const nlohmann::json& recorded, const QuantOptions& q) {
+                        const nlohmann::json& recorded, const QuantOptions& q,
+                        std::string_view adapters_on_its_weights) {
+  if (!recorded.is_object()) return;  // the restore names what is wrong
+  check_adapters_on_both_sides(path, recorded, q, adapters_on_its_weights);
   const nlohmann::json meta = resumed_metadata(path, header);
-  if (!meta.is_object() || !recorded.is_object()) return;  // the restore names what is wrong
+  if (!meta.is_object()) return;  // the restore names what is wrong
   // Adapters of another rank do not load; the restore says so, naming the rank.
   const auto rank = recorded.find("lora-rank");
   if (q.lora_rank <= 0 || rank == recorded.end() || !rank->is_number_integer() ||

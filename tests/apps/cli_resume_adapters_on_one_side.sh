@@ -16,7 +16,7 @@ mlp="train --model mlp --train-subset 256 --batch-size 128 --threads 1 --no-prog
 ck="$dir/qlora/last.safetensors"
 "$cli" $mlp --epochs 2 --precision nf4-dq --resume "$ck" --checkpoint-dir "$dir/r1" >"$dir/r1.txt" 2>&1
 [ $? -eq 2 ] || fail "resume without --lora-rank: not status 2"
-grep -q -x -F -- "mantissa: error: [--resume] $ck was trained with --lora-rank 8, but --lora-rank is 0 here: its LoRA adapters would have no place in this model; pass --lora-rank 8" "$dir/r1.txt" ||
+grep -q -x -F -- "mantissa: error: [--resume] $ck holds LoRA adapters of rank 8 (it was trained with --lora-rank 8), and --lora-rank is 0 here, where they would have no place: resume with --lora-rank 8" "$dir/r1.txt" ||
   fail "resume without --lora-rank: not the expected error"
 ! grep -q unexpected "$dir/r1.txt" || fail "resume without --lora-rank: tensor lists"
 [ ! -e "$dir/r1/last.safetensors" ] || fail "resume without --lora-rank: a checkpoint was written"
@@ -24,6 +24,6 @@ grep -q -x -F -- "mantissa: error: [--resume] $ck was trained with --lora-rank 8
 ck="$dir/plain/last.safetensors"
 "$cli" $mlp --epochs 2 --lora-rank 4 --resume "$ck" >"$dir/r2.txt" 2>&1
 [ $? -eq 2 ] || fail "resume with --lora-rank of a plain run: not status 2"
-grep -q -x -F -- "mantissa: error: [--resume] $ck was trained with --lora-rank 0, but --lora-rank is 4 here: it holds no adapters to resume; to fine-tune its weights with adapters, start a new run from them with --init-from instead of --resume" "$dir/r2.txt" ||
+grep -q -x -F -- "mantissa: error: [--resume] $ck holds no LoRA adapters (it was trained without --lora-rank), and --lora-rank is 4 here: resume without --lora-rank; to fine-tune its weights with adapters, start a new run from them with --init-from instead of --resume" "$dir/r2.txt" ||
   fail "resume with --lora-rank of a plain run: not the expected error"
 exit 0

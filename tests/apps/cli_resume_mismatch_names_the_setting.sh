@@ -10,7 +10,7 @@ rm -rf cli_rm &&
   "$M" train --train-subset 256 --epochs 1 --checkpoint-dir cli_rm/a --no-progress-bar >/dev/null 2>&1 &&
   out=$("$M" train --precision nf4 --train-subset 256 --epochs 2 --resume cli_rm/a/last.safetensors --no-progress-bar 2>&1)
 test $? -eq 2 &&
-  echo "$out" | grep -q 'saved in precision 32-true: resume in that precision' &&
+  echo "$out" | grep -q "the checkpoint was saved in precision '32-true' and this run's is 'nf4': its weights do not fit this run's .* Resume with precision '32-true' (CLI: --precision 32-true)" &&
   "$M" train --precision nf4 --lora-rank 2 --train-subset 256 --epochs 1 --checkpoint-dir cli_rm/b --no-progress-bar >/dev/null 2>&1 &&
   out=$("$M" train --precision nf4 --lora-rank 4 --train-subset 256 --epochs 2 --resume cli_rm/b/last.safetensors --no-progress-bar 2>&1)
 test $? -eq 2 &&

@@ -235,8 +235,8 @@ TEST(PrecisionRegistry, CheckpointsCarryEveryPluginsState) {
   const auto before = testing::flat_params(mo);
   expect_error([&] { restore_checkpoint(other, c, "stateful.safetensors"); },
                {"stateful.safetensors",
-                "StatefulPrecision state saved in precision "
-                "'test-stateful'",
+                "the checkpoint was saved in precision 'test-stateful' and this run's is "
+                "'32-true': the checkpoint holds StatefulPrecision state",
                 "Resume with precision 'test-stateful' (CLI: --precision test-stateful)"});
   EXPECT_EQ(testing::flat_params(mo), before);
 

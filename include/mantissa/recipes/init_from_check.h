@@ -29,13 +29,17 @@ void check_init_from(const TrainOptions& o, const GptOptions& g = {});
 void check_resume(const TrainOptions& o, const GptOptions& g = {});
 
 // The LoRA adapters' settings that checkpoint `path` records in `recorded` (its hyper_parameters:
-// "lora-rank", "lora-alpha", "lora-dropout") against the resumed run's `q`, when both have
-// adapters of the same rank: another --lora-alpha is refused (the saved adapters would add another
-// multiple of what they learned: the model that goes on is not the one saved), another
-// --lora-dropout is applied with a warning. check_resume does it for train; finetune for its own
-// checkpoints.
+// "lora-rank", "lora-alpha", "lora-dropout") against the resumed run's `q`. Adapters on one side
+// only are refused, in every precision, naming the --lora-rank to resume with ("... holds LoRA
+// adapters of rank 8 ...: resume with --lora-rank 8"; for a checkpoint without adapters,
+// "resume without --lora-rank; " and `adapters_on_its_weights`, the command's way to train
+// adapters on its weights). When both have adapters of the same rank: another --lora-alpha is
+// refused (the saved adapters would add another multiple of what they learned: the model that
+// goes on is not the one saved), another --lora-dropout is applied with a warning. check_resume
+// does it for train; finetune for its own checkpoints.
 void check_resumed_lora(const std::string& path, const io::SafetensorsHeader& header,
-                        const nlohmann::json& recorded, const QuantOptions& q);
+                        const nlohmann::json& recorded, const QuantOptions& q,
+                        std::string_view adapters_on_its_weights);
 
 // train::read_checkpoint_header(path) for the file a flag gave (--init-from, --resume, eval's
 // --checkpoint). A file it cannot read (truncated, damaged, not a safetensors file) is refused

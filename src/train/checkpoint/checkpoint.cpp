@@ -577,6 +577,24 @@ void check_fp8_layers(const ValidatedCheckpoint& saved, const Precision& plugin,
        source, fmt::join(differences, "; "));
 }
 
+// A checkpoint of another precision than the run's, both named: "the checkpoint was saved in
+// precision 'bf16-mixed' and this run's is 'transformer-engine'".
+std::string precisions_differ(const std::string& saved, const std::string& run) {
+  return fmt::format("the checkpoint was saved in precision '{}' and this run's is '{}'", saved,
+                     run);
+}
+
+// What to do about a checkpoint that loads only in its own precision: the commands' ways too
+// (train's --init-from refuses a fine-tune's checkpoint, and finetune has no --init-from).
+std::string resume_in_precision(const std::string& saved) {
+  return fmt::format(
+      "Resume with precision '{}' (CLI: --precision {}), or start from its weights only (CLI: "
+      "`mantissa train --init-from` for a train run's checkpoint; for a fine-tune's, a new "
+      "`mantissa finetune` with --model-dir the directory its run writes at the end, its "
+      "--output-dir; library: Module::load_state_dict)",
+      saved, saved);
+}
+
 // The saved weights must have exactly the module's keys and shapes; parameters the saved
 // precision's dtype, floating buffers any floating dtype, other buffers their own dtype.
 void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& saved,
@@ -605,10 +623,7 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
                          [&](const std::string& n) { return n.find(piece) != std::string::npos; });
     };
     std::string hint;
-    if (saved.precision != run_precision) {
-      hint =
-          fmt::format("; it was saved in precision {}: resume in that precision", saved.precision);
-    } else if (has(missing, "lora_") || has(unexpected, "lora_")) {
+    if (saved.precision == run_precision && (has(missing, "lora_") || has(unexpected, "lora_"))) {
       hint =
           "; one side has LoRA adapters and the other not, or of another rank: resume with "
           "the run's --lora-rank";
@@ -618,6 +633,11 @@ void check_model_weights(const TrainModule& module, const ValidatedCheckpoint& s
     if (!missing.empty()) lists.push_back(fmt::format("missing [{}]", first_names(missing)));
     if (!unexpected.empty())
       lists.push_back(fmt::format("unexpected [{}]", first_names(unexpected)));
+    // Another precision's layers (FP8 scales, 4-bit state) are said as that first, both named.
+    if (saved.precision != run_precision)
+      fail(kWhere, "{}: {}: its weights do not fit this run's {} ({}). {}", source,
+           precisions_differ(saved.precision, run_precision), module.name(), fmt::join(lists, ", "),
+           resume_in_precision(saved.precision));
     fail(kWhere, "{}: the weights do not fit {}: {}{}", source, module.name(),
          fmt::join(lists, ", "), hint);
   }
@@ -663,13 +683,12 @@ nlohmann::json read_plugin_state(const nlohmann::json& meta, const Precision& pl
     const bool has_state = !state.empty();
     const bool ours = key == plugin.class_name() && saved_precision == plugin.precision();
     if (has_state && !ours) {
-      fail(kWhere,
-           "{}: the checkpoint holds {} state saved in precision '{}'; this run's plugin is {} "
-           "for '{}' and cannot take it. Resume with precision '{}' (CLI: --precision {}), or "
-           "start from its weights only (`mantissa train --init-from`; library: "
-           "Module::load_state_dict)",
-           source, escape_untrusted(key), saved_precision, plugin.class_name(), plugin.precision(),
-           saved_precision, saved_precision);
+      const std::string why = saved_precision == plugin.precision()
+                                  ? fmt::format("saved in precision '{}'", saved_precision)
+                                  : precisions_differ(saved_precision, plugin.precision());
+      fail(kWhere, "{}: {}: the checkpoint holds {} state, which this run's {} cannot take. {}",
+           source, why, escape_untrusted(key), plugin.class_name(),
+           resume_in_precision(saved_precision));
     }
     if (ours && has_state) own = state;
   }
