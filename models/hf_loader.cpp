@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -17,6 +18,7 @@
 #include "mantissa/nn/init.h"
 #include "mantissa/nn/linear.h"
 #include "mantissa/train/precisions/bitsandbytes_precision.h"
+#include "train/parameter_range.h"
 
 namespace mantissa::models {
 
@@ -93,6 +95,8 @@ class Loader {
   }
 
   // Copies the file's tensor for model key `key` into dst (GPT-2 Conv1D weights transposed).
+  // NaN or inf there is refused, naming the file and the tensor: a fine-tune's first step
+  // blamed the learning rate, and generate printed the prompt alone.
   void copy(const std::string& key, Tensor& dst) {
     const std::string& name = check(key, dst.shape());
     const io::MappedSafetensors& file = weights_.file_of(name);
@@ -101,6 +105,11 @@ class Loader {
       dst.copy_(file.read(name).t());
     else
       file.read_into(name, dst);
+    if (const std::optional<double> bad = train::non_finite_value(dst))
+      fail(kWhere,
+           "'{}': tensor {} holds a non-finite value ({}): the file is damaged, or the run "
+           "that wrote it had diverged; download or write the model again",
+           file.path(), quote_untrusted(name), *bad);
     used_.insert(name);
   }
 

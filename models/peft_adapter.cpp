@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -17,6 +18,7 @@
 #include "mantissa/io/safetensors.h"
 #include "mantissa/io/untrusted_json.h"
 #include "text/regex.h"
+#include "train/parameter_range.h"
 
 namespace mantissa::models {
 namespace {
@@ -231,6 +233,11 @@ std::vector<std::string> load_peft_adapter(nn::Module& model, const std::string&
                    shape_str(dst.shape()));
     MANTISSA_CHECK(t.dtype().is_floating_point(), kWhere, "{}: tensor {} has dtype {}",
                    quoted_path(path), quote_untrusted(key), t.dtype().name());
+    if (const std::optional<double> bad = train::non_finite_value(t))
+      fail(kWhere,
+           "{}: tensor {} holds a non-finite value ({}): the file is damaged, or the run that "
+           "trained the adapter had diverged; use another adapter (such as an earlier run's)",
+           quoted_path(path), quote_untrusted(key), *bad);
     dst.copy_(t);
     seen.insert(name);
   }

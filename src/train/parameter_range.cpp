@@ -47,6 +47,13 @@ double max_abs(const Tensor& p) {
 
 }  // namespace
 
+std::optional<double> non_finite_value(const Tensor& t) {
+  // The max of |t| is NaN when t holds a NaN and inf when it holds an inf.
+  const double m = max_abs(t);
+  if (std::isfinite(m)) return std::nullopt;
+  return m;
+}
+
 ParameterRange parameter_range(const nn::Module& module) {
   NoGradGuard no_grad;
   ParameterRange r;
@@ -55,7 +62,6 @@ ParameterRange parameter_range(const nn::Module& module) {
     // Released by fsdp between uses: its values are the ranks' slices, and a non-finite one
     // shows in the next forward's loss on every rank.
     if (p.storage() && p.storage()->released()) continue;
-    // The max of |p| is NaN when p holds a NaN and inf when it holds an inf.
     const double m = max_abs(p);
     if (!std::isfinite(m)) {
       if (r.non_finite_name.empty()) {

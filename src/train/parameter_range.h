@@ -2,6 +2,7 @@
 // The range of a module's floating-point parameters, for the checks that a run or a loaded
 // checkpoint holds usable weights (trainer_divergence_checks.cpp: a run that diverged;
 // checkpoint.cpp: damaged files).
+#include <optional>
 #include <string>
 
 #include "mantissa/nn/module.h"
@@ -16,6 +17,12 @@ struct ParameterRange {
 };
 
 ParameterRange parameter_range(const nn::Module& module);
+
+// A non-finite value the floating tensor `t` holds (NaN when it holds one, else inf), nullopt
+// when every value is finite: the test parameter_range applies to each parameter, and the HF
+// loader and the peft adapter loader to each tensor they read (a damaged file is refused at
+// load, not blamed on the learning rate at the first step).
+std::optional<double> non_finite_value(const Tensor& t);
 
 // The first floating tensor of the quantized layers' stored weights (4-bit absmax, quant_map,
 // nested_absmax, nested_quant_map; int8 SCB: the scales and code books, not the integer codes)
