@@ -11,6 +11,7 @@
 #include "mantissa/core/untrusted_text.h"
 #include "mantissa/dist/communicator.h"
 #include "mantissa/io/output_path.h"
+#include "mantissa/io/stale_temporaries.h"
 #include "mantissa/recipes/hf_model_output.h"
 #include "mantissa/recipes/image_run.h"
 #include "mantissa/train/checkpoint/model_checkpoint.h"
@@ -84,6 +85,9 @@ std::string not_the_resumed_runs(const RunOutputDir& d, const std::vector<std::s
 
 // The refusal for `d`, or "" when the run may write there.
 std::string refusal(const RunOutputDir& d, const std::string& resume, bool overwrite) {
+  // A temporary file of a write a killed run left (kill -9 during the final model's write) is
+  // no earlier run's output: removed, and said so.
+  io::remove_and_name_stale_safetensors_temporaries(d.path, "write");
   if (overwrite) return "";
   const std::vector<std::string> names = io::directory_entries(d.path);
   if (names.empty()) return "";

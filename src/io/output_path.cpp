@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/stale_temporaries.h"
 
 namespace mantissa::io {
 namespace {
@@ -162,6 +163,7 @@ void write_text_file_atomically(const std::string& path, const std::string& text
   // left as it was.
   check_replaceable_by_file(path, what);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const TemporaryBeingWritten being_written(tmp);  // removed by a signal that ends the process
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   MANTISSA_CHECK(fd >= 0, what, "cannot create '{}': {}", tmp, std::strerror(errno));
   const auto give_up = [&](const char* step) {

@@ -18,6 +18,7 @@
 #include "mantissa/io/json_dump.h"
 #include "mantissa/io/output_path.h"
 #include "mantissa/io/safetensors.h"
+#include "mantissa/io/stale_temporaries.h"
 
 namespace mantissa::io {
 namespace {
@@ -115,7 +116,7 @@ void gather_bytes(const Tensor& t, std::vector<uint8_t>& out) {
 // Closes the descriptor and removes the temporary file unless commit() was reached.
 class TempFile {
  public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {
+  explicit TempFile(std::string path) : path_(std::move(path)), being_written_(path_) {
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) fail(kWhere, "cannot create temporary file '{}': {}", path_, std::strerror(errno));
   }
@@ -160,6 +161,7 @@ class TempFile {
 
  private:
   std::string path_;
+  TemporaryBeingWritten being_written_;  // removed by a signal that ends the process
   int fd_ = -1;
   bool committed_ = false;
 };

@@ -3,13 +3,19 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <string_view>
+
+#include "mantissa/core/untrusted_text.h"
 
 namespace mantissa::io {
 namespace fs = std::filesystem;
@@ -62,6 +68,16 @@ double seconds_since_epoch(fs::file_time_type t) {
   return std::chrono::duration<double>(system.time_since_epoch()).count();
 }
 
+// The registered temporaries (TemporaryBeingWritten): fixed storage a signal handler may read.
+// A slot is claimed (kFilling) by a compare-exchange, its path copied, then published (kSet).
+enum SlotState : int { kFree = 0, kFilling = 1, kSet = 2 };
+struct TemporarySlot {
+  std::atomic<int> state{kFree};
+  char path[TemporaryBeingWritten::kMaxTemporaryPathBytes];
+};
+static_assert(std::atomic<int>::is_always_lock_free, "read by a signal handler");
+TemporarySlot g_temporaries[TemporaryBeingWritten::kMaxTemporariesBeingWritten];
+
 bool writer_is_gone(pid_t pid, fs::file_time_type written) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
   // A process holds that pid (or we may not signal it). It is the writer only if it started
@@ -89,6 +105,33 @@ std::vector<std::string> remove_stale_safetensors_temporaries(const std::string&
   for (const fs::path& p : stale)
     if (fs::remove(p, ec)) removed.push_back(p.string());
   return removed;
+}
+
+void remove_and_name_stale_safetensors_temporaries(const std::string& dir, std::string_view what) {
+  for (const std::string& path : remove_stale_safetensors_temporaries(dir))
+    fmt::print(stderr, "mantissa: removed {}, left behind by an interrupted {}\n",
+               quote_untrusted(path, TemporaryBeingWritten::kMaxTemporaryPathBytes), what);
+}
+
+TemporaryBeingWritten::TemporaryBeingWritten(const std::string& path) {
+  if (path.size() >= kMaxTemporaryPathBytes) return;
+  for (int i = 0; i < kMaxTemporariesBeingWritten; ++i) {
+    int expected = kFree;
+    if (!g_temporaries[i].state.compare_exchange_strong(expected, kFilling)) continue;
+    std::memcpy(g_temporaries[i].path, path.c_str(), path.size() + 1);
+    g_temporaries[i].state.store(kSet, std::memory_order_release);
+    slot_ = i;
+    return;
+  }
+}
+
+TemporaryBeingWritten::~TemporaryBeingWritten() {
+  if (slot_ >= 0) g_temporaries[slot_].state.store(kFree, std::memory_order_release);
+}
+
+void remove_temporaries_being_written() noexcept {
+  for (TemporarySlot& slot : g_temporaries)
+    if (slot.state.load(std::memory_order_acquire) == kSet) ::unlink(slot.path);
 }
 
 }  // namespace mantissa::io

@@ -4,8 +4,8 @@
 // workspace while they run (oneDNN issue #4845), so a signal frame pushed onto such a thread
 // overwrites heap memory: batches with garbage targets, crashes. The sigaction handler stays
 // installed for threads we do not know of; it and the watcher do only async-signal-safe work
-// (a lock-free atomic exchange, write(2), _exit(2)). Stopping the loop and saving happen in the
-// Trainer when it next looks at the flag.
+// (a lock-free atomic exchange, write(2), unlink(2), _exit(2)). Stopping the loop and saving
+// happen in the Trainer when it next looks at the flag.
 #include "mantissa/train/signals.h"
 
 #include <fcntl.h>
@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "mantissa/core/error.h"
+#include "mantissa/io/stale_temporaries.h"
 
 namespace mantissa::train {
 namespace {
@@ -115,6 +116,9 @@ void record_signal(int received) {
     if (expected == signal && monotonic_ns() - g_first_signal_ns.load() < kSameRequestNs) return;
     if (g_messages.load() != static_cast<int>(InterruptMessages::kQuiet))
       write_stderr("\nmantissa: second interrupt: exiting now without saving\n");
+    // A file being written (the final model, a checkpoint) is left as it was, without its
+    // temporary, which made the next run's output directory look not empty.
+    io::remove_temporaries_being_written();
     ::_exit(128 + signal);
   }
   g_first_signal_ns.store(monotonic_ns());

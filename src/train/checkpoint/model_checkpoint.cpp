@@ -116,10 +116,7 @@ void ModelCheckpoint::on_fit_start(Trainer& trainer, TrainModule&) {
   last_step_seen_ = trainer.global_step();
   io::prepare_output_dir(options_.dirpath, "ModelCheckpoint dirpath");
   if (!trainer.strategy().is_global_zero()) return;  // rank 0 alone owns the files
-  for (const std::string& path : io::remove_stale_safetensors_temporaries(options_.dirpath)) {
-    fmt::print(stderr, "mantissa: removed {}, left behind by an interrupted checkpoint save\n",
-               quote_untrusted(path, 4096));
-  }
+  io::remove_and_name_stale_safetensors_temporaries(options_.dirpath, "checkpoint save");
   // As Lightning warns of a checkpoint directory that is not empty: a new run, or one resumed
   // from a checkpoint kept elsewhere, writes over an earlier run's last.safetensors (and,
   // without the version counter, its checkpoints of the same names), e.g. when a run's
