@@ -36,6 +36,12 @@ std::shared_ptr<nn::Embedding> make_embedding(const CausalLMOptions& o, int64_t 
 
 bool is_gpt2(const HfConfig& c) { return c.architecture == HfArchitecture::kGpt2; }
 
+// transformers' name of a Llama-like model's decoder: "Qwen3ForCausalLM" -> "Qwen3Model".
+std::string backbone_name(const HfConfig& c) {
+  const std::string a = to_string(c.architecture);
+  return a.substr(0, a.find("ForCausalLM")) + "Model";
+}
+
 void check_config(const HfConfig& c) {
   MANTISSA_CHECK(c.vocab_size > 0 && c.hidden_size > 0 && c.intermediate_size > 0 &&
                      c.num_hidden_layers > 0 && c.num_attention_heads > 0 &&
@@ -73,9 +79,7 @@ CausalLM::CausalLM(const HfConfig& c, const CausalLMOptions& options)
     t->register_module("ln_f", std::make_shared<nn::LayerNorm>(std::vector<int64_t>{c.hidden_size},
                                                                c.norm_eps, true, true, dtype));
   } else {
-    auto m = register_module(
-        "model", std::make_shared<Backbone>(
-                     c.architecture == HfArchitecture::kQwen2 ? "Qwen2Model" : "LlamaModel"));
+    auto m = register_module("model", std::make_shared<Backbone>(backbone_name(c)));
     m->register_module("embed_tokens", make_embedding(options, c.vocab_size, c.hidden_size, 1.0));
     auto rotary = std::make_shared<RotaryTable>(c.rope, c.head_dim);
     auto layers = m->register_module("layers", std::make_shared<nn::ModuleList>());

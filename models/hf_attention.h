@@ -20,10 +20,11 @@ struct LayerStep {
 
 // q (B, H, T, D), k and v (B, H_kv, T, D) of the new positions. Appends k and v to the step's
 // cache (when it has one) and returns softmax(q k^T * scale + causal mask) v as (B, T, H * D):
-// query t (at position offset + t) sees keys 0 .. offset + t. H_kv must divide H; head h reads
-// key/value head h / (H / H_kv), as transformers' repeat_kv.
+// query t (at position p = offset + t) sees keys 0 .. p, or with a sliding window W > 0 keys
+// p - W + 1 .. p (itself and the W - 1 before it, as transformers' sliding_window_overlay).
+// H_kv must divide H; head h reads key/value head h / (H / H_kv), as transformers' repeat_kv.
 Tensor causal_attention(const Tensor& q, Tensor k, Tensor v, const LayerStep& step, double scale,
-                        double dropout_p, Generator* gen);
+                        double dropout_p, Generator* gen, int64_t window = 0);
 
 // A decoder layer: forward(x) is a step at position 0 without a cache (what nn::checkpoint
 // calls), step() the general form.

@@ -131,8 +131,13 @@ class Fields {
 constexpr int64_t kMaxSize = int64_t{1} << 40;
 
 HfArchitecture architecture_of(Fields& f) {
+  // In HfArchitecture's order.
   static const std::vector<std::pair<std::string, std::string>> known = {
-      {"LlamaForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"}, {"GPT2LMHeadModel", "gpt2"}};
+      {"LlamaForCausalLM", "llama"},
+      {"Qwen2ForCausalLM", "qwen2"},
+      {"GPT2LMHeadModel", "gpt2"},
+      {"Qwen3ForCausalLM", "qwen3"},
+      {"MistralForCausalLM", "mistral"}};
   const std::string model_type = f.string_or("model_type", "");
   std::string arch;
   if (f.has("architectures")) {
@@ -147,7 +152,7 @@ HfArchitecture architecture_of(Fields& f) {
     if (arch.empty())
       fail(kWhere,
            "{}: no 'architectures' entry and model_type {} is not one mantissa loads (llama, "
-           "qwen2, gpt2)",
+           "qwen2, qwen3, mistral, gpt2)",
            f.source(), quote_untrusted(model_type));
   }
   for (size_t i = 0; i < known.size(); ++i) {
@@ -158,8 +163,8 @@ HfArchitecture architecture_of(Fields& f) {
     return static_cast<HfArchitecture>(i);
   }
   fail(kWhere,
-       "{}: architecture {} is not supported; mantissa loads LlamaForCausalLM, Qwen2ForCausalLM "
-       "and GPT2LMHeadModel",
+       "{}: architecture {} is not supported; mantissa loads LlamaForCausalLM, Qwen2ForCausalLM, "
+       "Qwen3ForCausalLM, MistralForCausalLM and GPT2LMHeadModel",
        f.source(), quote_untrusted(arch));
 }
 
@@ -263,8 +268,47 @@ RopeConfig read_rope(Fields& f) {
   return r;
 }
 
+// Qwen2's and Qwen3's sliding window: used only when use_sliding_window is true, which
+// mantissa refuses; without it the window and the layer count it starts at are unused.
+void refuse_qwen_sliding_window(Fields& f) {
+  if (f.boolean_or("use_sliding_window", false))
+    f.bad("use_sliding_window", "is true; mantissa implements only full attention");
+  f.claim("sliding_window");
+  f.claim("max_window_layers");
+  if (f.has("layer_types")) {
+    const json& lt = f.raw("layer_types");
+    if (!lt.is_array()) f.bad("layer_types", "must be a list");
+    for (const json& t : lt)
+      if (t != "full_attention")
+        f.bad("layer_types",
+              "holds " + io::json_excerpt(t) + "; mantissa implements only full_attention layers");
+  }
+  f.claim("layer_types");
+}
+
+// The fields that differ between the Llama-like architectures: biases, Qwen3's per-head norms
+// and Mistral's sliding window.
+void read_llama_variant(Fields& f, HfConfig& c) {
+  switch (c.architecture) {
+    case HfArchitecture::kQwen2:
+      c.qkv_bias = true;
+      refuse_qwen_sliding_window(f);
+      break;
+    case HfArchitecture::kQwen3:
+      c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
+      c.qk_norm = true;
+      refuse_qwen_sliding_window(f);
+      break;
+    case HfArchitecture::kMistral:
+      c.sliding_window = f.optional_integer("sliding_window", 1, kMaxSize).value_or(0);
+      break;
+    default:
+      c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
+      c.mlp_bias = f.boolean_or("mlp_bias", false);
+  }
+}
+
 void read_llama_like(Fields& f, HfConfig& c) {
-  const bool qwen = c.architecture == HfArchitecture::kQwen2;
   c.vocab_size = f.integer("vocab_size", 1, kMaxSize);
   c.hidden_size = f.integer("hidden_size", 1, kMaxSize);
   c.intermediate_size = f.integer("intermediate_size", 1, kMaxSize);
@@ -294,28 +338,7 @@ void read_llama_like(Fields& f, HfConfig& c) {
   c.attention_dropout = f.number_or("attention_dropout", 0.0, 0.0, 1.0 - 1e-12);
   // Splitting the projections into slices (pretraining_tp) changes only the summation order.
   f.claim("pretraining_tp");
-  if (qwen) {
-    c.qkv_bias = true;
-    c.o_bias = false;
-    c.mlp_bias = false;
-    if (f.boolean_or("use_sliding_window", false))
-      f.bad("use_sliding_window", "is true; mantissa implements only full attention");
-    // Without use_sliding_window the window and the layer count it starts at are unused.
-    f.claim("sliding_window");
-    f.claim("max_window_layers");
-    if (f.has("layer_types")) {
-      const json& lt = f.raw("layer_types");
-      if (!lt.is_array()) f.bad("layer_types", "must be a list");
-      for (const json& t : lt)
-        if (t != "full_attention")
-          f.bad("layer_types", "holds " + io::json_excerpt(t) +
-                                   "; mantissa implements only full_attention layers");
-    }
-    f.claim("layer_types");
-  } else {
-    c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
-    c.mlp_bias = f.boolean_or("mlp_bias", false);
-  }
+  read_llama_variant(f, c);
 }
 
 void read_gpt2(Fields& f, HfConfig& c) {
@@ -366,6 +389,10 @@ std::string to_string(HfArchitecture a) {
       return "Qwen2ForCausalLM";
     case HfArchitecture::kGpt2:
       return "GPT2LMHeadModel";
+    case HfArchitecture::kQwen3:
+      return "Qwen3ForCausalLM";
+    case HfArchitecture::kMistral:
+      return "MistralForCausalLM";
   }
   return "?";
 }

@@ -11,11 +11,13 @@ namespace mantissa::models {
 
 LlamaAttention::LlamaAttention(const HfConfig& c, const std::string& path,
                                const LinearFactory& make, std::shared_ptr<RotaryTable> rotary,
-                               Generator* dropout_gen)
+                               DType dtype, Generator* dropout_gen)
     : nn::Module("LlamaAttention"),
       heads_(c.num_attention_heads),
       kv_heads_(c.num_key_value_heads),
       head_dim_(c.head_dim),
+      window_(c.sliding_window),
+      qk_norm_(c.qk_norm),
       dropout_(c.attention_dropout),
       rotary_(std::move(rotary)),
       gen_(dropout_gen) {
@@ -24,21 +26,28 @@ LlamaAttention::LlamaAttention(const HfConfig& c, const std::string& path,
   register_module("k_proj", make(path + ".k_proj", c.hidden_size, kv, c.qkv_bias));
   register_module("v_proj", make(path + ".v_proj", c.hidden_size, kv, c.qkv_bias));
   register_module("o_proj", make(path + ".o_proj", q, c.hidden_size, c.o_bias));
+  if (qk_norm_) {
+    register_module("q_norm", std::make_shared<nn::RMSNorm>(head_dim_, c.norm_eps, dtype));
+    register_module("k_norm", std::make_shared<nn::RMSNorm>(head_dim_, c.norm_eps, dtype));
+  }
 }
 
 Tensor LlamaAttention::step(const Tensor& x, const LayerStep& s) {
   const int64_t B = x.size(0), T = x.size(1);
-  // (B, T, heads * D) -> (B, heads, T, D)
-  auto heads = [&](const char* proj, int64_t n) {
-    return child(proj)->forward(x).reshape({B, T, n, head_dim_}).transpose(1, 2);
+  // (B, T, heads * D) -> (B, heads, T, D), each head normalized first when the layer has the
+  // norm (Qwen3's q_norm and k_norm).
+  auto heads = [&](const char* proj, int64_t n, const char* norm) {
+    Tensor h = child(proj)->forward(x).reshape({B, T, n, head_dim_});
+    if (qk_norm_ && norm) h = child(norm)->forward(h);
+    return h.transpose(1, 2);
   };
-  Tensor q = heads("q_proj", heads_), k = heads("k_proj", kv_heads_),
-         v = heads("v_proj", kv_heads_);
+  Tensor q = heads("q_proj", heads_, "q_norm"), k = heads("k_proj", kv_heads_, "k_norm"),
+         v = heads("v_proj", kv_heads_, nullptr);
   const auto [cos, sin] = rotary_->rows(s.offset, T, x.device());
   q = apply_rotary_embedding(q, cos, sin);
   k = apply_rotary_embedding(k, cos, sin);
   const Tensor out = causal_attention(q, k, v, s, 1.0 / std::sqrt(static_cast<double>(head_dim_)),
-                                      is_training() ? dropout_ : 0.0, gen_);
+                                      is_training() ? dropout_ : 0.0, gen_, window_);
   return child("o_proj")->forward(out);
 }
 
@@ -61,8 +70,9 @@ LlamaDecoderLayer::LlamaDecoderLayer(const HfConfig& c, const std::string& path,
                                      const LinearFactory& make, std::shared_ptr<RotaryTable> rotary,
                                      DType dtype, Generator* dropout_gen)
     : DecoderLayer("LlamaDecoderLayer") {
-  register_module("self_attn", std::make_shared<LlamaAttention>(c, path + ".self_attn", make,
-                                                                std::move(rotary), dropout_gen));
+  register_module("self_attn",
+                  std::make_shared<LlamaAttention>(c, path + ".self_attn", make, std::move(rotary),
+                                                   dtype, dropout_gen));
   register_module("mlp", std::make_shared<LlamaMLP>(c, path + ".mlp", make));
   register_module("input_layernorm",
                   std::make_shared<nn::RMSNorm>(c.hidden_size, c.norm_eps, dtype));

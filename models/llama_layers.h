@@ -1,7 +1,9 @@
 #pragma once
-// The decoder of LlamaForCausalLM and Qwen2ForCausalLM (transformers' LlamaModel): embeddings,
-// pre-RMSNorm decoder layers with rotary grouped-query attention and a SwiGLU MLP, a final
-// RMSNorm. Child names are transformers' parameter paths.
+// The decoder of LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM and MistralForCausalLM
+// (transformers' LlamaModel and its variants): embeddings, pre-RMSNorm decoder layers with
+// rotary grouped-query attention and a SwiGLU MLP, a final RMSNorm. The variants differ only in
+// HfConfig's fields (biases, qk_norm, sliding_window). Child names are transformers' parameter
+// paths.
 #include <memory>
 #include <string>
 
@@ -12,15 +14,18 @@
 
 namespace mantissa::models {
 
-// q_proj, k_proj, v_proj, o_proj.
+// q_proj, k_proj, v_proj, o_proj; with qk_norm (Qwen3) also q_norm and k_norm, RMSNorms over
+// each head's head_dim applied after the projections and before the rotary embedding.
 class LlamaAttention : public nn::Module {
  public:
   LlamaAttention(const HfConfig& c, const std::string& path, const LinearFactory& make,
-                 std::shared_ptr<RotaryTable> rotary, Generator* dropout_gen);
+                 std::shared_ptr<RotaryTable> rotary, DType dtype, Generator* dropout_gen);
   Tensor step(const Tensor& x, const LayerStep& s);
 
  private:
   int64_t heads_, kv_heads_, head_dim_;
+  int64_t window_;  // HfConfig::sliding_window
+  bool qk_norm_;
   double dropout_;
   std::shared_ptr<RotaryTable> rotary_;
   Generator* gen_;

@@ -43,7 +43,8 @@ int64_t llama_layer(const models::HfConfig& c) {
   const int64_t h = c.hidden_size, i = c.intermediate_size;
   return add(linear(h, q, c.qkv_bias), linear(h, kv, c.qkv_bias), linear(h, kv, c.qkv_bias),
              linear(q, h, c.o_bias), linear(h, i, c.mlp_bias), linear(h, i, c.mlp_bias),
-             linear(i, h, c.mlp_bias), mul(2, h));  // two RMSNorm weights
+             linear(i, h, c.mlp_bias), mul(2, h),  // two RMSNorm weights
+             c.qk_norm ? mul(2, c.head_dim) : 0);  // Qwen3's q_norm and k_norm
 }
 
 int64_t gpt2_layer(const models::HfConfig& c) {

@@ -11,8 +11,8 @@
 namespace mantissa::testing {
 
 inline const std::vector<std::string>& hf_fixture_names() {
-  static const std::vector<std::string> names = {"llama_tied_llama3", "llama_linear_sharded",
-                                                 "qwen2_bf16", "gpt2"};
+  static const std::vector<std::string> names = {
+      "llama_tied_llama3", "llama_linear_sharded", "qwen2_bf16", "gpt2", "qwen3", "mistral"};
   return names;
 }
 

@@ -52,6 +52,25 @@ TEST(HfConfig, ReadsTheFixtures) {
   EXPECT_FALSE(qwen.o_bias);
   EXPECT_EQ(qwen.torch_dtype, kBFloat16);
 
+  const auto qwen3 = models::load_hf_config(testing::hf_fixture_dir("qwen3"));
+  EXPECT_EQ(qwen3.architecture, HfArchitecture::kQwen3);
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_EQ(qwen3.head_dim, 32);  // given: 4 heads * 32 is not hidden_size 64
+  EXPECT_FALSE(qwen3.qkv_bias || qwen3.o_bias || qwen3.mlp_bias);
+  EXPECT_TRUE(qwen3.tie_word_embeddings);
+  EXPECT_EQ(qwen3.sliding_window, 0);
+  json q3 = fixture_config("qwen3");
+  q3["attention_bias"] = true;
+  EXPECT_TRUE(parse(q3).qkv_bias && parse(q3).o_bias);
+
+  const auto mistral = models::load_hf_config(testing::hf_fixture_dir("mistral"));
+  EXPECT_EQ(mistral.architecture, HfArchitecture::kMistral);
+  EXPECT_EQ(mistral.sliding_window, 4);
+  EXPECT_FALSE(mistral.qk_norm || mistral.qkv_bias || mistral.o_bias || mistral.mlp_bias);
+  json m = fixture_config("mistral");
+  m["sliding_window"] = nullptr;  // recent Mistral releases: full attention
+  EXPECT_EQ(parse(m).sliding_window, 0);
+
   const auto gpt2 = models::load_hf_config(testing::hf_fixture_dir("gpt2"));
   EXPECT_EQ(gpt2.architecture, HfArchitecture::kGpt2);
   EXPECT_EQ(gpt2.intermediate_size, 256);  // n_inner null: 4 * n_embd
@@ -125,8 +144,9 @@ struct Refusal {
 TEST(HfConfig, RefusesWhatItDoesNotImplementByName) {
   const std::vector<Refusal> cases = {
       {"llama_tied_llama3",
-       [](json& j) { j["architectures"] = {"MistralForCausalLM"}; },
-       {"test/config.json", "'MistralForCausalLM' is not supported"}},
+       [](json& j) { j["architectures"] = {"Qwen3MoeForCausalLM"}; },
+       {"test/config.json", "'Qwen3MoeForCausalLM' is not supported"}},
+      {"qwen3", [](json& j) { j["model_type"] = "qwen2"; }, {"model_type", "'qwen3'"}},
       {"llama_tied_llama3", [](json& j) { j["model_type"] = "qwen2"; }, {"model_type"}},
       {"llama_tied_llama3",
        [](json& j) {
@@ -179,6 +199,21 @@ TEST(HfConfig, RefusesWhatItDoesNotImplementByName) {
       {"qwen2_bf16",
        [](json& j) { j["attention_bias"] = true; },
        {"'attention_bias'", "not known"}},
+      {"qwen3", [](json& j) { j["use_sliding_window"] = true; }, {"use_sliding_window"}},
+      {"qwen3",
+       [](json& j) {
+         j["layer_types"] = {"full_attention", "sliding_attention"};
+       },
+       {"layer_types", "sliding_attention"}},
+      {"qwen3", [](json& j) { j["mlp_bias"] = true; }, {"'mlp_bias'", "not known"}},
+      // transformers' Mistral ignores layer_types (Ministral alternates windows): refused.
+      {"mistral",
+       [](json& j) {
+         j["layer_types"] = {"full_attention", "sliding_attention"};
+       },
+       {"'layer_types'", "not known"}},
+      {"mistral", [](json& j) { j["attention_bias"] = true; }, {"'attention_bias'", "not known"}},
+      {"mistral", [](json& j) { j["sliding_window"] = 0; }, {"sliding_window", "[1,"}},
       {"gpt2",
        [](json& j) { j["activation_function"] = "relu"; },
        {"activation_function", "'relu'"}},

@@ -506,6 +506,31 @@ TEST(HfLoader, RefusesBadDirectoriesNamingFileAndTensor) {
        },
        {"model.safetensors"}},
       {"gpt2", [](const std::string& d) { fs::remove(d + "/config.json"); }, {"config.json"}},
+      // Qwen3's per-head norms are parameters like any other: missing is refused, and a Llama
+      // file that has them is not a Llama.
+      {"qwen3",
+       [](const std::string& d) {
+         rewrite_file(d + "/model.safetensors", [](io::NamedTensors& t) {
+           std::erase_if(t, [](const auto& p) {
+             return p.first == "model.layers.1.self_attn.q_norm.weight";
+           });
+         });
+       },
+       {"missing tensor 'model.layers.1.self_attn.q_norm.weight'", "Qwen3ForCausalLM"}},
+      {"qwen3",
+       [](const std::string& d) { edit_config(d, [](json& j) { j["head_dim"] = 16; }); },
+       {"q_proj.weight", "[128, 64]", "[64, 64]"}},
+      {"qwen3",
+       [](const std::string& d) {
+         edit_config(d, [](json& j) {
+           j["architectures"] = {"LlamaForCausalLM"};
+           j["model_type"] = "llama";
+           for (const char* k :
+                {"use_sliding_window", "max_window_layers", "layer_types", "sliding_window"})
+             j.erase(k);
+         });
+       },
+       {"unexpected tensor 'model.layers.", ".self_attn.k_norm.weight'", "LlamaForCausalLM"}},
       // Sizes the files contradict are refused before anything of that size is allocated.
       {"llama_tied_llama3",
        [](const std::string& d) {
@@ -526,6 +551,52 @@ TEST(HfLoader, RefusesBadDirectoriesNamingFileAndTensor) {
     ASSERT_FALSE(msg.empty()) << c.fixture << ": accepted " << c.pieces.front();
     for (const std::string& p : c.pieces)
       EXPECT_NE(msg.find(p), std::string::npos) << msg << "\nlacks: " << p;
+  }
+}
+
+// The q_norm and k_norm weights are the file's (perturbed away from ones) and change the
+// logits: a loader or a layer that skipped them would not match transformers.
+TEST(HfLoader, Qwen3HeadNormsAreLoadedAndApplied) {
+  const auto ref = hf_reference("qwen3");
+  const auto file = file_tensors(hf_fixture_dir("qwen3"));
+  auto model = load_hf_model(hf_fixture_dir("qwen3"));
+  const nn::StateDict state = model->state_dict();
+  for (const char* key :
+       {"model.layers.0.self_attn.q_norm.weight", "model.layers.1.self_attn.k_norm.weight"}) {
+    ASSERT_TRUE(state.contains(key)) << key;
+    EXPECT_EQ(state.at(key).shape(), Shape{32}) << key;  // head_dim, not hidden_size
+    EXPECT_EQ(bytes_of(state.at(key)), bytes_of(file.at(key))) << key;
+  }
+  NoGradGuard no_grad;
+  const Tensor logits = model->forward(ref.input_ids);
+  for (const char* key :
+       {"model.layers.0.self_attn.q_norm.weight", "model.layers.0.self_attn.k_norm.weight"}) {
+    Tensor w = state.at(key);
+    const Tensor kept = w.clone();
+    w.fill_(1.0);
+    const double moved = max(abs(sub(model->forward(ref.input_ids), logits))).item();
+    EXPECT_GT(moved, 1e-3) << key << " is not applied";
+    w.copy_(kept);
+  }
+}
+
+// Mistral's sliding window (4 here, the input 10 tokens long): without it the first 4
+// positions are unchanged and every later one differs, so the reference's window is 4 keys
+// including the query's own.
+TEST(HfLoader, MistralSlidingWindowMasksOlderKeys) {
+  const auto ref = hf_reference("mistral");
+  testing::TempDir tmp;
+  testing::copy_hf_fixture("mistral", tmp.str());
+  edit_config(tmp.str(), [](json& j) { j["sliding_window"] = nullptr; });
+  auto full = load_hf_model(tmp.str());
+  NoGradGuard no_grad;
+  const Tensor diff = abs(sub(full->forward(ref.input_ids), ref.logits));  // (2, 10, V)
+  for (int64_t t = 0; t < diff.size(1); ++t) {
+    const double d = max(diff.narrow(1, t, 1)).item();
+    if (t < 4)
+      EXPECT_LE(d, 1e-4) << "position " << t;
+    else
+      EXPECT_GT(d, 1e-3) << "position " << t;
   }
 }
 

@@ -37,7 +37,8 @@ TEST(ModelFootprint, GptCountIsTheBuiltModels) {
 }
 
 TEST(ModelFootprint, PretrainedCountIsTheBuiltModels) {
-  for (const char* name : {"gpt2", "llama_linear_sharded", "llama_tied_llama3", "qwen2_bf16"}) {
+  for (const char* name :
+       {"gpt2", "llama_linear_sharded", "llama_tied_llama3", "qwen2_bf16", "qwen3", "mistral"}) {
     const models::HfConfig c =
         models::load_hf_config(std::string(MANTISSA_FIXTURES_DIR) + "/hf/models/" + name);
     EXPECT_EQ(hf_parameter_count(c), models::CausalLM(c, {}).parameter_count()) << name;

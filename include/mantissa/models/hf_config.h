@@ -1,16 +1,19 @@
 #pragma once
 // The config.json of a Hugging Face causal-LM directory, read into what mantissa's CausalLM
-// (mantissa/models/causal_lm.h) implements. Three architectures:
+// (mantissa/models/causal_lm.h) implements. Five architectures:
 //
 //   LlamaForCausalLM   RMSNorm, rotary embeddings (rotate_half layout; rope types default,
 //                      linear, llama3), SwiGLU MLP, grouped-query attention, optional biases
 //                      (attention_bias on q/k/v/o, mlp_bias), tied or untied lm_head
 //   Qwen2ForCausalLM   Llama with biases on q/k/v (none on o), full attention only
+//   Qwen3ForCausalLM   Llama (attention_bias on q/k/v/o) with an RMSNorm over each head of q
+//                      and k (q_norm, k_norm) before the rotary embedding, full attention only
+//   MistralForCausalLM Llama with a sliding-window causal mask (sliding_window) on every layer
 //   GPT2LMHeadModel    learned positions, LayerNorm, fused qkv (c_attn), GELU, Conv1D weights
 //                      stored [in, out], tied (or untied) head
 //
 // Every field that changes the model's math is either implemented or refused by name: an
-// unknown architecture, another rope type, a sliding window in use, partial rotary factors,
+// unknown architecture, another rope type, a Qwen sliding window in use, partial rotary factors,
 // another activation, quantization_config, auto_map (custom code), and any key this reader does
 // not know. Keys that do not change the forward (transformers_version, use_cache,
 // initializer_range, generation defaults, label maps, ...) are accepted. docs/pretrained_models.md.
@@ -23,9 +26,10 @@
 
 namespace mantissa::models {
 
-enum class HfArchitecture { kLlama, kQwen2, kGpt2 };
+enum class HfArchitecture { kLlama, kQwen2, kGpt2, kQwen3, kMistral };
 
-// "LlamaForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel".
+// "LlamaForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel", "Qwen3ForCausalLM",
+// "MistralForCausalLM".
 std::string to_string(HfArchitecture architecture);
 
 // Rotary embedding frequencies (transformers' rope_parameters, or rope_theta + rope_scaling in
@@ -57,6 +61,10 @@ struct HfConfig {
   bool qkv_bias = false;                // Llama: attention_bias; Qwen2: always; GPT-2: always
   bool o_bias = false;                  // Llama: attention_bias; GPT-2: always
   bool mlp_bias = false;                // Llama: mlp_bias; GPT-2: always
+  bool qk_norm = false;                 // Qwen3: RMSNorm (norm_eps) over each head of q and k
+  // Mistral: query i sees keys i - sliding_window + 1 .. i (itself and the sliding_window - 1
+  // before it, as transformers' sliding_window_overlay); 0: every earlier key.
+  int64_t sliding_window = 0;
   // "silu" (Llama, Qwen2); GPT-2: "gelu_tanh" (gelu_new, gelu_pytorch_tanh, gelu_fast is not
   // accepted) or "gelu" (exact erf form).
   std::string activation = "silu";
