@@ -1,15 +1,16 @@
 #!/bin/sh
 # `mantissa generate` with greedy decoding writes what transformers' generate(do_sample=False)
 # wrote for the same prompt (tests/fixtures/hf/finetune/<model>/generation.json, made by
-# make_peft_fixtures.py), for a Llama and a GPT-2 model; with a peft adapter and in nf4 it runs
-# and says its speed. A --precision generate does not run (a training precision, an alias of
-# one, an unknown name) is refused with one error listing the precisions it runs.
+# make_peft_fixtures.py), for Llama, GPT-2, Qwen3 and Mistral models (Mistral's window shorter
+# than prompt and tokens); with a peft adapter and in nf4 it runs and says its speed. A
+# --precision generate does not run (a training precision, an alias of one, an unknown name) is
+# refused with one error listing the precisions it runs.
 # Usage: cli_generate.sh <mantissa binary> <fixtures dir>
 set -u
 cli="$1"
 fx="$2/hf/finetune"
 . "$(dirname "$0")/cli_test_lib.sh"
-for model in llama gpt2; do
+for model in llama gpt2 qwen3 mistral; do
   want=$(sed -n 's/^  "greedy_text": "\(.*\)",\{0,1\}$/\1/p' "$fx/$model/generation.json")
   [ -n "$want" ] || fail "$model: no greedy_text in the fixture"
   "$cli" generate --model-dir "$fx/$model" --prompt "The little robot" --max-new-tokens 8 \
