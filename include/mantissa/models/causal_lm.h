@@ -1,9 +1,11 @@
 #pragma once
-// CausalLM: a Hugging Face causal language model (Llama, Qwen2, GPT-2; mantissa/models/
-// hf_config.h) built from mantissa's own layers, with child modules named as transformers names
-// its parameters, so state_dict() keys equal the keys of the model's safetensors files:
+// CausalLM: a Hugging Face causal language model (Llama, Qwen2, Qwen3, Mistral, GPT-2;
+// mantissa/models/hf_config.h) built from mantissa's own layers, with child modules named as
+// transformers names its parameters, so state_dict() keys equal the keys of the model's safetensors
+// files:
 //
-//   Llama / Qwen2: model.embed_tokens, model.layers.<i>.{input_layernorm, self_attn.{q,k,v,o}_proj,
+//   Llama / Qwen / Mistral: model.embed_tokens, model.layers.<i>.{input_layernorm,
+//                  self_attn.{q,k,v,o}_proj, self_attn.{q,k}_norm (Qwen3),
 //                  post_attention_layernorm, mlp.{gate,up,down}_proj}, model.norm, lm_head
 //   GPT-2:         transformer.{wte, wpe, h.<i>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
 //                  mlp.c_proj}, ln_f}, lm_head (untied only)

@@ -56,19 +56,19 @@ struct HfConfig {
   int64_t head_dim = 0;                 // hidden_size / num_attention_heads unless given
   int64_t max_position_embeddings = 0;  // GPT-2: n_positions (the wpe table's rows)
   double norm_eps = 1e-6;               // rms_norm_eps, GPT-2's layer_norm_epsilon
-  RopeConfig rope;                      // Llama, Qwen2
+  RopeConfig rope;                      // Llama, Qwen2, Qwen3, Mistral
   bool tie_word_embeddings = false;     // true: no lm_head tensor, the head is the embedding
-  bool qkv_bias = false;                // Llama: attention_bias; Qwen2: always; GPT-2: always
-  bool o_bias = false;                  // Llama: attention_bias; GPT-2: always
-  bool mlp_bias = false;                // Llama: mlp_bias; GPT-2: always
-  bool qk_norm = false;                 // Qwen3: RMSNorm (norm_eps) over each head of q and k
+  bool qkv_bias = false;  // Llama, Qwen3: attention_bias; Qwen2: always; GPT-2: always
+  bool o_bias = false;    // Llama, Qwen3: attention_bias; GPT-2: always
+  bool mlp_bias = false;  // Llama: mlp_bias; GPT-2: always
+  bool qk_norm = false;   // Qwen3: RMSNorm (norm_eps) over each head of q and k
   // Mistral: query i sees keys i - sliding_window + 1 .. i (itself and the sliding_window - 1
   // before it, as transformers' sliding_window_overlay); 0: every earlier key.
   int64_t sliding_window = 0;
-  // "silu" (Llama, Qwen2); GPT-2: "gelu_tanh" (gelu_new, gelu_pytorch_tanh, gelu_fast is not
-  // accepted) or "gelu" (exact erf form).
+  // "silu" (Llama, Qwen, Mistral); GPT-2: "gelu_tanh" (gelu_new, gelu_pytorch_tanh, gelu_fast is
+  // not accepted) or "gelu" (exact erf form).
   std::string activation = "silu";
-  double attention_dropout = 0.0;  // Llama/Qwen2 attention_dropout; GPT-2 attn_pdrop
+  double attention_dropout = 0.0;  // Llama/Qwen/Mistral attention_dropout; GPT-2 attn_pdrop
   double residual_dropout = 0.0;   // GPT-2 resid_pdrop (after c_proj of attention and MLP)
   double embedding_dropout = 0.0;  // GPT-2 embd_pdrop
   bool scale_attn_weights = true;  // GPT-2: scores / sqrt(head_dim) (false: unscaled)
