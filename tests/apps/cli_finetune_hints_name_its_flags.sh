@@ -1,7 +1,8 @@
 #!/bin/sh
 # The hints in finetune's errors name flags finetune has: --val-check-interval 0 offers
 # --limit-val-batches 0 (finetune has no --check-val-every-n-epoch); resuming a checkpoint saved
-# in another precision offers train's --init-from as train's; an optimizer mismatch offers
+# in another precision offers a new finetune from its output directory (train's --init-from
+# named as train's); an optimizer mismatch offers
 # --optimizer without "mantissa train:"; a LoRA rank mismatch under --adapter offers an adapter
 # of the checkpoint's rank (--adapter refuses --lora-rank). --precision int8-training without
 # adapters is refused as finetune's rule, not as weights it would freeze (train trains them).
@@ -28,7 +29,7 @@ refused int8 "--precision int8-training fine-tunes through LoRA adapters only" "
   --checkpoint-dir "$dir/ck" --every-n-train-steps 1 >"$dir/first.txt" 2>&1 ||
   fail "the first fine-tune failed"
 ck="$dir/ck/epoch=0-step=1.safetensors"
-refused precision "(\`mantissa train --init-from\`;" "(CLI: --init-from" \
+refused precision "for a fine-tune's, a new \`mantissa finetune\` with --model-dir" "(CLI: --init-from" \
   --max-steps 2 --lora-rank 8 --precision 32-true --resume "$ck"
 refused optimizer "(CLI: --optimizer adamw)" "mantissa train:" \
   --max-steps 2 --lora-rank 8 --precision nf4-dq --optimizer sgd --resume "$ck"
