@@ -75,8 +75,9 @@ SupportCell cpu_cell(PrecisionMath math, bool native_bf16) {
         return {Support::kEmulated,
                 "no CPU has FP8 or FP4 arithmetic: under the delayed and current recipes the casts "
                 "also write the codes widened to bf16 for the bf16 dot products, under the others "
-                "the codes are widened to fp32 inside the GEMM's packing (FP8/FP4 numerics; the "
-                "speed of those products plus the casts: docs/fp8.md)"};
+                "the codes are widened inside the GEMM's packing and multiplied with bf16 dot "
+                "products that give fp32 products' bits (FP8/FP4 numerics; the speed of those "
+                "products plus the casts: docs/fp8.md)"};
       return {Support::kEmulated,
               "no CPU has FP8 or FP4 arithmetic: the codes are widened to fp32 inside the "
               "GEMM's packing and multiplied there (FP8/FP4 numerics, fp32 speed plus the "

@@ -61,9 +61,15 @@ TEST(PrecisionSupport, Fp16AndFp8AreEmulatedOnEveryCpu) {
     const SupportCell fp8 = precision_support(entry("transformer-engine"), cpu, kBf16Cpu);
     EXPECT_EQ(fp8.support, Support::kEmulated);
     EXPECT_TRUE(has(fp8.reason, "no CPU has FP8 or FP4 arithmetic")) << fp8.reason;
-    // Every recipe but delayed and current decodes into fp32 panels; those two take the bf16
-    // dot products where the CPU has them.
-    EXPECT_TRUE(has(fp8.reason, "widened to fp32 inside the GEMM's packing")) << fp8.reason;
+    // Every recipe but delayed and current decodes inside the GEMM's packing, into fp32 panels
+    // or, where the CPU has bf16 dot products, into bf16 pairs; delayed and current take the
+    // bf16 dot products where the CPU has them.
+    EXPECT_EQ(has(fp8.reason, "widened to fp32 inside the GEMM's packing"),
+              cpu == AcceleratorKind::kCpu)
+        << fp8.reason;
+    EXPECT_EQ(has(fp8.reason, "multiplied with bf16 dot products that give fp32 products' bits"),
+              cpu == AcceleratorKind::kCpuAvx512Bf16)
+        << fp8.reason;
     EXPECT_EQ(has(fp8.reason, "under the delayed and current recipes"),
               cpu == AcceleratorKind::kCpuAvx512Bf16)
         << fp8.reason;
