@@ -4,24 +4,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "mantissa/core/untrusted_text.h"
+#include "mantissa/io/output_path.h"
 
 namespace mantissa::recipes {
 namespace {
 
-namespace fs = std::filesystem;
-
 // The recorded paths are quoted whole (escaped only): a message gives them to pass again.
 constexpr size_t kPathMaxBytes = 4096;
-
-// `path` made absolute and normal, so a resume from another working directory compares it.
-std::string absolute_path(const std::string& path) {
-  std::error_code ec;
-  const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
-  return ec ? path : p.string();
-}
 
 // A string entry of the record; "" when it is absent or not a string (damage names nothing).
 std::string entry(const nlohmann::json& hparams, const char* key) {
@@ -35,9 +26,9 @@ nlohmann::json finetune_hparams(const std::string& architecture, const std::stri
                                 const std::string& output_dir, const std::string& merge_to) {
   nlohmann::json j = {{"task", kFinetuneTask},
                       {"architecture", architecture},
-                      {"model_dir", absolute_path(model_dir)},
-                      {"output_dir", absolute_path(output_dir)}};
-  if (!merge_to.empty()) j["merge_to"] = absolute_path(merge_to);
+                      {"model_dir", io::absolute_path(model_dir)},
+                      {"output_dir", io::absolute_path(output_dir)}};
+  if (!merge_to.empty()) j["merge_to"] = io::absolute_path(merge_to);
   return j;
 }
 

@@ -4,8 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <filesystem>
-
+#include "mantissa/io/output_path.h"
 #include "mantissa/recipes/model_hparams.h"
 
 namespace mantissa::recipes {
@@ -39,10 +38,6 @@ nlohmann::json eval_interval(const train::TrainerOptions& t) {
 // and its validations every --eval-interval optimizer steps.
 nlohmann::json language_model_run_hparams(const TrainOptions& o, const train::TrainerOptions& t,
                                           int64_t warmup_steps, bool activation_checkpointing);
-
-std::string absolute(const std::string& path) {
-  return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
-}
 
 }  // namespace
 
@@ -98,17 +93,17 @@ nlohmann::json language_model_run_hparams(const TrainOptions& o, const train::Tr
 nlohmann::json finetune_run_hparams(const TrainOptions& o, const FinetuneOptions& f,
                                     const train::TrainerOptions& t) {
   nlohmann::json j = language_model_run_hparams(o, t, f.warmup_steps, f.activation_checkpointing);
-  j["data"] = absolute(f.data);
+  j["data"] = io::absolute_path(f.data);
   j["block-size"] = f.block_size;
   j["val-fraction"] = f.val_fraction;
   // An adapter brings its own settings (its adapter_config.json; the module's hyperparameters
   // record its rank, alpha and dropout): the flags' defaults would misreport them.
   if (!f.adapter.empty()) {
-    j["adapter"] = absolute(f.adapter);
+    j["adapter"] = io::absolute_path(f.adapter);
     for (const char* key : {"lora-rank", "lora-alpha", "lora-dropout", "lora-targets"})
       j.erase(key);
   }
-  if (!f.merge_to.empty()) j["merge-to"] = absolute(f.merge_to);
+  if (!f.merge_to.empty()) j["merge-to"] = io::absolute_path(f.merge_to);
   return j;
 }
 

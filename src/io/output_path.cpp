@@ -87,6 +87,12 @@ std::vector<std::string> directory_entries(const std::string& dir) {
   return names;
 }
 
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return ec ? path : p.string();
+}
+
 bool same_or_inside(const std::string& path, const std::string& dir) {
   std::error_code ec;
   const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);

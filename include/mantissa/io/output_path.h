@@ -19,6 +19,10 @@ void prepare_output_dir(const std::string& dir, const std::string& what);
 // it runs, perhaps another rank's) are left out.
 std::vector<std::string> directory_entries(const std::string& dir);
 
+// `path` made absolute and resolved as std::filesystem::weakly_canonical resolves it (so a run
+// from another working directory names the same place); `path` as given where that fails.
+std::string absolute_path(const std::string& path);
+
 // Whether `path` is directory `dir` itself or lies inside it, compared after
 // std::filesystem::weakly_canonical (so "m/", "./m", "m/../m" and a symlink to m are m); parts
 // that do not exist yet are compared as written. False when either cannot be resolved.
